@@ -1,0 +1,3 @@
+"""The reference implementation of the Generation API (the suite's embedded default target)."""
+
+from __future__ import annotations
