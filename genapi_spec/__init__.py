@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "SPEC_VERSION",
     "API_VERSION",
+    "SPEC_VERSION",
     "data_root",
     "fixtures_dir",
     "load_fixture",
