@@ -27,6 +27,7 @@ __all__ = [
     "schema",
     "schema_names",
     "schemas_dir",
+    "spec_text",
 ]
 
 #: The api_version value the spec gives for event envelopes (spec §9).
@@ -87,3 +88,8 @@ def load_fixture(relative_path: str) -> Any:
     if relative_path.endswith(".json"):
         return json.loads(text)
     return yaml.safe_load(text)
+
+
+def spec_text() -> str:
+    """The specification's Markdown text, which the catalog's section numbers refer to."""
+    return (data_root() / "spec" / "generation-api.md").read_text(encoding="utf-8")
