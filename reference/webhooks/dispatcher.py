@@ -1,0 +1,219 @@
+"""The durable delivery dispatcher (spec §3 delivery states, §6 "Behaviour").
+
+The database is the queue. A delivery is due when its outcome is ``pending_retry`` and
+``next_attempt_at`` has passed; the dispatcher picks due rows, runs their next attempt
+concurrently (bounded, so one slow target does not hold up the others), and commits each
+attempt's result (and the next attempt's time, or the final outcome) before doing any
+further network work for that delivery. Nothing else is kept in memory except which
+deliveries are running right now, so after a restart (kill -9 included) the same query
+finds every delivery that still needs an attempt: one that was in flight at the kill has
+its old ``attempt_count`` and is attempted again with the same number (at-least-once,
+spec §6).
+
+Timing: attempt n+1 is scheduled ``backoff[n-1]`` seconds after attempt n *ended*
+(spec §6: 1 s, then 2 s), so a silent target with a 10 s timeout is retried at about
+11 s and 23 s. After ``max_attempts`` failures the outcome is ``exhausted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import httpx
+
+from reference.store import Store
+
+from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
+from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
+
+__all__ = ["DeliveryPolicy", "Dispatcher"]
+
+log = logging.getLogger("reference.webhooks")
+
+#: Longest the loop sleeps without looking at the database (a safety net: wake() is the
+#: normal signal, this only bounds how stale the dispatcher can get).
+IDLE_POLL_S = 2.0
+#: How long a delivery whose attempt crashed inside the service is left alone.
+INTERNAL_ERROR_COOLDOWN_S = 5.0
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """Attempts, backoff, timeout and concurrency (spec §6; faults may change them)."""
+
+    timeout_s: float = 10.0
+    backoff_s: tuple[float, ...] = (1.0, 2.0)
+    max_attempts: int = 3
+    concurrency: int = 32
+    send_options: SendOptions = field(default_factory=SendOptions)
+
+    def backoff_after(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
+        if not self.backoff_s:
+            return 0.0
+        return self.backoff_s[min(attempt - 1, len(self.backoff_s) - 1)]
+
+
+SecretLookup = Callable[[DeliveryRow], str]
+ClientGetter = Callable[[], Awaitable[httpx.AsyncClient]]
+
+
+class Dispatcher:
+    """Runs automatic attempts for every due delivery until stopped."""
+
+    def __init__(
+        self,
+        store: Store,
+        policy: DeliveryPolicy,
+        secret_for: SecretLookup,
+        client: ClientGetter,
+    ) -> None:
+        self._store = store
+        self._policy = policy
+        self._secret_for = secret_for
+        self._client = client
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._cooldown: dict[str, float] = {}
+        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the loop; pending deliveries of a previous run are picked up at once."""
+        if self._task is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name="webhook-dispatcher")
+
+    async def stop(self) -> None:
+        """Stop the loop and cancel running attempts.
+
+        A cancelled attempt has not been recorded, so it is made again after the next
+        start: at-least-once, never lost.
+        """
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        running = list(self._running.values())
+        for attempt in running:
+            attempt.cancel()
+        for pending in [task, *running]:
+            if pending is None:
+                continue
+            try:
+                await pending
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("webhook dispatcher task failed while stopping")
+        self._running.clear()
+
+    def wake(self) -> None:
+        """Look for due deliveries now (thread-safe; CORE calls it after a commit)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake.set)
+        except RuntimeError:  # the loop closed between the check and the call
+            pass
+
+    @property
+    def running_ids(self) -> frozenset[str]:
+        return frozenset(self._running)
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = time.time()
+            self._cooldown = {k: v for k, v in self._cooldown.items() if v > now}
+            busy = set(self._running) | set(self._cooldown)
+            free = self._policy.concurrency - len(self._running)
+            try:
+                due = await asyncio.to_thread(due_deliveries, self._store, now, busy, free)
+                for row in due:
+                    self._running[row.id] = asyncio.create_task(
+                        self._deliver(row), name=f"webhook-delivery-{row.id}"
+                    )
+                busy = set(self._running) | set(self._cooldown)
+                next_at = await asyncio.to_thread(next_due_at, self._store, busy)
+            except Exception:
+                log.exception("webhook dispatcher could not read the delivery queue")
+                next_at = None
+            wait = IDLE_POLL_S
+            if next_at is not None and len(self._running) < self._policy.concurrency:
+                wait = min(max(next_at - time.time(), 0.0), IDLE_POLL_S)
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                except TimeoutError:
+                    pass
+
+    async def _deliver(self, row: DeliveryRow) -> None:
+        try:
+            n = row.attempt_count + 1
+            request = DeliveryRequest(
+                delivery_id=row.id,
+                event_type=row.event_type,
+                generation_id=row.generation_id or "",
+                url=row.target_url,
+                address=row.address,
+                body=row.body,
+                attempt=n,
+                secret=self._secret_for(row),
+            )
+            client = await self._client()
+            result = await send_attempt(
+                client,
+                request,
+                timeout_s=self._policy.timeout_s,
+                options=self._policy.send_options,
+            )
+            # Backoff counts from the end of the failed attempt (spec §6).
+            ended = time.time()
+            outcome, next_at = self.next_state(result, ended)
+            await asyncio.to_thread(self._commit, row.id, result, outcome, next_at)
+            log.info(
+                "delivery %s attempt %d: status %d -> %s", row.id, n, result.status, outcome
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("delivery %s: attempt could not be made or recorded", row.id)
+            self._cooldown[row.id] = time.time() + INTERNAL_ERROR_COOLDOWN_S
+        finally:
+            self._running.pop(row.id, None)
+            self._wake.set()
+
+    def next_state(self, result: AttemptResult, ended: float) -> tuple[str, float | None]:
+        """The delivery's outcome after an automatic attempt, and its next attempt time."""
+        if result.succeeded:
+            return "delivered", None
+        if result.n >= self._policy.max_attempts:
+            return "exhausted", None
+        return "pending_retry", ended + self._policy.backoff_after(result.n)
+
+    def _commit(
+        self, delivery_id: str, result: AttemptResult, outcome: str, next_at: float | None
+    ) -> None:
+        with self._store.transaction() as conn:
+            # Only a delivery still waiting is moved: a webhook deleted meanwhile has
+            # already closed its pending deliveries, and the attempt is still recorded.
+            state = conn.execute(
+                "SELECT outcome FROM webhook_deliveries WHERE id = ?", (delivery_id,)
+            ).fetchone()
+            if state is not None and state["outcome"] != "pending_retry":
+                outcome, next_at = state["outcome"], None
+            record_attempt(
+                conn,
+                delivery_id,
+                result,
+                trigger="automatic",
+                outcome=outcome,
+                next_attempt_at=next_at,
+            )

@@ -1,0 +1,141 @@
+"""One delivery attempt over HTTP (spec §6 "Delivery request", "Behaviour").
+
+POST of the stored body bytes with the six headers of spec §6; any 2xx is success,
+redirects are not followed (a 3xx is a failed attempt), and the whole attempt is bounded
+by the per-attempt timeout (10 s by default), not only each socket operation. The
+connection goes to the address validated earlier (``genapi.pinned_address``, honoured by
+netguard's transport), never to a fresh DNS answer.
+
+Interpretation (spec §2 types ``status`` as an integer): an attempt that got no HTTP
+response (timeout, refused connection) is recorded with ``status`` 0 and an ``error``
+string saying what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from .envelopes import new_event_id, timestamp_now
+from .signing import SIGNATURE_HEADER, signature_header
+
+__all__ = ["AttemptResult", "DeliveryRequest", "send_attempt"]
+
+PINNED_ADDRESS_EXTENSION = "genapi.pinned_address"
+USER_AGENT = "genapi-reference-webhooks/0.1"
+
+
+@dataclass(frozen=True)
+class DeliveryRequest:
+    """What one attempt sends; ``secret`` keys the signature and is never logged."""
+
+    delivery_id: str
+    event_type: str
+    generation_id: str
+    url: str
+    address: str
+    body: bytes
+    attempt: int
+    secret: str
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """The recorded outcome of one attempt (spec §2 attempts entry)."""
+
+    n: int
+    at: str
+    status: int
+    ms: int
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        """Spec §6: success is any 2xx."""
+        return 200 <= self.status < 300
+
+    def view(self) -> dict[str, object]:
+        return {"n": self.n, "at": self.at, "status": self.status, "ms": self.ms, "error": self.error}
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    """Fault switches that change how an attempt is sent (honest defaults)."""
+
+    follow_redirects: bool = False
+    signed_body_override: bytes | None = None
+    signing_secret_override: str | None = None
+    mismatched_delivery_header: bool = False
+
+
+def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, str]:
+    """The delivery headers of spec §6; ``t`` is fresh for every attempt."""
+    timestamp = int(time.time())
+    signed_body = (
+        options.signed_body_override
+        if options.signed_body_override is not None
+        else request.body
+    )
+    secret = (
+        options.signing_secret_override
+        if options.signing_secret_override is not None
+        else request.secret
+    )
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Service-Event": request.event_type,
+        "X-Service-Delivery": (
+            new_event_id() if options.mismatched_delivery_header else request.delivery_id
+        ),
+        "X-Service-Attempt": str(request.attempt),
+        "X-Service-Generation": request.generation_id,
+        SIGNATURE_HEADER: signature_header(secret, timestamp, signed_body),
+    }
+
+
+async def send_attempt(
+    client: httpx.AsyncClient,
+    request: DeliveryRequest,
+    *,
+    timeout_s: float,
+    options: SendOptions | None = None,
+) -> AttemptResult:
+    """Send one attempt and describe its result; never raises for network failures."""
+    options = options or SendOptions()
+    at = timestamp_now()
+    started = time.monotonic()
+    status = 0
+    error: str | None = None
+    try:
+        http_request = client.build_request(
+            "POST",
+            request.url,
+            content=request.body,
+            headers=build_headers(request, options),
+            extensions={PINNED_ADDRESS_EXTENSION: request.address},
+        )
+        async with asyncio.timeout(timeout_s):
+            response = await client.send(
+                http_request, follow_redirects=options.follow_redirects, stream=True
+            )
+            # The body is not needed (spec §6 judges by status alone): close unread.
+            await response.aclose()
+        status = response.status_code
+        if 300 <= status < 400:
+            error = f"target answered {status}; redirects are not followed"
+        elif not 200 <= status < 300:
+            error = f"target answered {status} (not 2xx)"
+    except TimeoutError:
+        error = f"no response within {timeout_s:g} s"
+    except httpx.TimeoutException:
+        error = f"no response within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except OSError as exc:
+        error = f"connection failed: {exc}"
+    ms = int((time.monotonic() - started) * 1000)
+    return AttemptResult(n=request.attempt, at=at, status=status, ms=ms, error=error)
