@@ -1,0 +1,265 @@
+"""Authentication: API keys for /v1 (spec §5), console sessions (JWT) for /api.
+
+API keys are ``<key_prefix>_<43 url-safe characters>``; only their sha256 is stored, so a
+key is shown once and never again (spec §2). Each request looks the key up in the store,
+so a revocation takes effect on the very next request (spec §5.4). An API key never opens
+a console path and a console token never opens a /v1 path.
+
+Handlers call :func:`require_key` (401 / 429 / 403, in that order: a request is identified,
+then counted against the rate limits, then checked against the scopes) or
+:func:`require_session` (401). Both find the service's :class:`Authenticator` in
+``request.app.state.authenticator``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+from starlette.requests import Request
+
+from reference.config import Config
+from reference.errors import ApiError
+from reference.faults import Faults
+from reference.ratelimit import RateLimiter
+from reference.store import Store
+from reference.tiers import Tier, Tiers
+
+__all__ = [
+    "SCOPES",
+    "Authenticator",
+    "KeyContext",
+    "SessionContext",
+    "hash_key",
+    "new_key_value",
+    "require_key",
+    "require_session",
+    "signing_secret_for",
+]
+
+#: The scope names of spec §5.2, in the spec's order.
+SCOPES = ("images:generate", "images:edit", "videos:generate", "audio:generate", "agent:run")
+
+#: Console sessions live this long when created through POST /api/session.
+SESSION_TTL_S = 3600
+_JWT_ALGORITHM = "HS256"
+_KEY_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+@dataclass(frozen=True)
+class KeyContext:
+    """The API key behind a /v1 request."""
+
+    key_id: str
+    account_id: str
+    scopes: frozenset[str]
+    #: The per-key webhook signing secret (spec §5.6): stable, distinct per key.
+    signing_secret: str = ""
+    tier: str = ""
+
+    def __repr__(self) -> str:  # never print the signing secret
+        return f"KeyContext(key_id={self.key_id!r}, account_id={self.account_id!r})"
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """The signed-in console account behind an /api request."""
+
+    account_id: str
+
+
+def hash_key(value: str) -> str:
+    """The stored form of an API key: sha256, hex (spec §2: stored hashed)."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def new_key_value(prefix: str, faults: Faults) -> str:
+    """A fresh secret key value ``<prefix>_<random>`` (spec §2)."""
+    body = secrets.token_urlsafe(32)  # 43 characters
+    if faults.on("key-prefix-wrong"):
+        return "sk-" + body
+    return f"{prefix}_{body}"
+
+
+def signing_secret_for(master_secret: str, key_id: str) -> str:
+    """The per-key webhook secret (spec §5.6, §5.7 leaves the derivation unshown).
+
+    HMAC-SHA256 of the key id under the service's master secret: stable across restarts
+    (the master secret lives in the store), distinct per key, never stored.
+    """
+    digest = hmac.new(
+        master_secret.encode("utf-8"), f"key-signing:{key_id}".encode(), hashlib.sha256
+    )
+    return digest.hexdigest()
+
+
+def _session_key(master_secret: str) -> bytes:
+    return hmac.new(master_secret.encode("utf-8"), b"console-session", hashlib.sha256).digest()
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization")
+    if header is None:
+        raise ApiError(401, "missing Authorization header: send `Authorization: Bearer <API_KEY>`")
+    scheme, _, value = header.partition(" ")
+    value = value.strip()
+    if scheme.lower() != "bearer" or not value:
+        raise ApiError(
+            401, "malformed Authorization header: use the form `Authorization: Bearer <token>`"
+        )
+    return value
+
+
+class Authenticator:
+    """Checks keys and sessions against the store; owns the request rate limiter."""
+
+    def __init__(self, store: Store, config: Config, faults: Faults, tiers: Tiers) -> None:
+        self.store = store
+        self.config = config
+        self.faults = faults
+        self.tiers = tiers
+        self.limiter = RateLimiter(store, faults)
+
+    # --- console sessions -------------------------------------------------------------
+
+    def issue_session(self, account_id: str, ttl_s: int = SESSION_TTL_S) -> tuple[str, int]:
+        """A console JWT (HS256 under a key derived from the master secret) and its exp."""
+        now = int(time.time())
+        claims = {
+            "sub": account_id,
+            "typ": "console",
+            "iat": now,
+            "exp": now + ttl_s,
+            "jti": secrets.token_hex(8),
+        }
+        token = jwt.encode(claims, _session_key(self.config.master_secret), _JWT_ALGORITHM)
+        return token, now + ttl_s
+
+    def _session_account(self, token: str) -> str | None:
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                _session_key(self.config.master_secret),
+                algorithms=[_JWT_ALGORITHM],
+                options={"require": ["exp", "sub", "typ"]},
+            )
+        except jwt.PyJWTError:
+            return None
+        if claims.get("typ") != "console" or not isinstance(claims.get("sub"), str):
+            return None
+        account: str = claims["sub"]
+        if not self.store.read("SELECT 1 FROM accounts WHERE id = ?", (account,)):
+            return None
+        return account
+
+    def session(self, request: Request) -> SessionContext:
+        token = _bearer(request)
+        account = self._session_account(token)
+        if account is None and self.faults.on("api-key-opens-console"):
+            row = self._key_row(token)
+            if row is not None and row["revoked_at"] is None:
+                account = row["account_id"]
+        if account is None:
+            raise ApiError(
+                401,
+                "console paths need a signed-in session: send `Authorization: Bearer <JWT>` "
+                "from POST /api/session (API keys do not open /api paths); the token is "
+                "missing, invalid or expired",
+            )
+        return SessionContext(account_id=account)
+
+    # --- API keys ---------------------------------------------------------------------
+
+    def _key_row(self, value: str) -> Any:
+        rows = self.store.read(
+            "SELECT k.id, k.account_id, k.scopes, k.revoked_at, a.tier "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
+            (hash_key(value),),
+        )
+        return rows[0] if rows else None
+
+    def _key_from_session(self, token: str) -> Any:
+        """Fault ``console-token-opens-v1``: treat a console JWT as its account's first key."""
+        account = self._session_account(token)
+        if account is None:
+            return None
+        rows = self.store.read(
+            "SELECT k.id, k.account_id, ? AS scopes, NULL AS revoked_at, a.tier "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+            "WHERE k.account_id = ? AND k.revoked_at IS NULL ORDER BY k.created_at LIMIT 1",
+            (json.dumps(list(SCOPES)), account),
+        )
+        return rows[0] if rows else None
+
+    def identify(self, request: Request) -> KeyContext:
+        """The key of a /v1 request, or 401 (missing, malformed, unknown, revoked)."""
+        value = _bearer(request)
+        row = self._key_row(value)
+        if row is None and self.faults.on("console-token-opens-v1"):
+            row = self._key_from_session(value)
+        if row is None:
+            prefix = self.config.key_prefix
+            body = value.removeprefix(prefix + "_")
+            if not value.startswith(prefix + "_") or not _KEY_BODY.fullmatch(body):
+                raise ApiError(
+                    401,
+                    f"malformed API key: keys look like `{prefix}_` followed by 43 characters; "
+                    "console session tokens do not open /v1 paths",
+                )
+            raise ApiError(401, "unknown API key: check the key, or create one in the console")
+        if row["revoked_at"] is not None and not self.faults.on("revoked-key-accepted"):
+            raise ApiError(401, "this API key has been revoked: create a new key in the console")
+        context = KeyContext(
+            key_id=row["id"],
+            account_id=row["account_id"],
+            scopes=frozenset(json.loads(row["scopes"])),
+            signing_secret=signing_secret_for(self.config.master_secret, row["id"]),
+            tier=row["tier"],
+        )
+        # For the structured request log (key ids only, never keys).
+        request.state.key_id = context.key_id
+        return context
+
+    def tier_of(self, key: KeyContext) -> Tier:
+        return self.tiers.get(key.tier)
+
+    def require_key(self, request: Request, scope: str | None) -> KeyContext:
+        key = self.identify(request)
+        self.limiter.admit(key.key_id, self.tier_of(key))
+        if (
+            scope is not None
+            and scope not in key.scopes
+            and not self.faults.on("scope-not-enforced")
+        ):
+            raise ApiError(
+                403,
+                f"this API key lacks the scope `{scope}` this endpoint needs; "
+                f"its scopes: {', '.join(sorted(key.scopes)) or 'none'}",
+            )
+        return key
+
+
+def _authenticator(request: Request) -> Authenticator:
+    authenticator: Authenticator = request.app.state.authenticator
+    return authenticator
+
+
+async def require_key(request: Request, scope: str | None = None) -> KeyContext:
+    """Authenticate a /v1 request by API key, count it, check ``scope``.
+
+    Raises ApiError 401 (missing, malformed, unknown or revoked key), 429 (per-key minute
+    or day limit, with the headers of spec §7) or 403 (outside the key's scopes).
+    """
+    return _authenticator(request).require_key(request, scope)
+
+
+async def require_session(request: Request) -> SessionContext:
+    """Authenticate an /api request by console JWT; 401 otherwise (API keys included)."""
+    return _authenticator(request).session(request)

@@ -1,0 +1,171 @@
+"""Request limits of spec §8: per-key rolling minute, per-key UTC day; the 429 of §7.
+
+The rolling-minute window is kept in memory (one deque of admission times per key): it is
+a one-minute memory, so a restart forgets at most a minute of history. The per-day counts
+live in the store (``request_counts``) so a restart does not reset the day.
+Every /v1 request that authenticates counts (spec §8 "Requests per minute ... per API
+key"), whatever its endpoint; a request refused with 429 is not admitted and does not
+count, so a client that waits Retry-After seconds is served again.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from reference.errors import ApiError
+from reference.faults import Faults
+from reference.store import Store
+from reference.tiers import Tier
+
+__all__ = ["RateLimiter", "WindowState", "rate_limited", "seconds_to_utc_midnight", "utc_day"]
+
+WINDOW_S = 60.0
+
+
+def utc_day(now: float | None = None) -> str:
+    """The calendar day (UTC) of ``now``, e.g. ``2026-08-01`` (limits reset at 00:00 UTC)."""
+    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    return moment.date().isoformat()
+
+
+def seconds_to_utc_midnight(now: float | None = None) -> float:
+    """Seconds until the next 00:00 UTC, when daily limits and the credit cap reset."""
+    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
+    return (midnight - moment).total_seconds()
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """The per-minute window of one key as the X-RateLimit-* headers describe it."""
+
+    limit: int
+    remaining: int
+    reset_unix: int
+
+
+def rate_limited(
+    detail: str,
+    *,
+    retry_after_s: float,
+    window: WindowState,
+    faults: Faults,
+) -> ApiError:
+    """The 429 of spec §7: Retry-After (whole seconds, at least 1) and X-RateLimit-*."""
+    headers: dict[str, str] = {}
+    if not faults.on("missing-retry-after"):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
+    if not faults.on("rate-limit-headers-missing"):
+        headers["X-RateLimit-Limit"] = str(window.limit)
+        headers["X-RateLimit-Remaining"] = str(window.remaining)
+        headers["X-RateLimit-Reset"] = str(window.reset_unix)
+    return ApiError(429, detail, headers)
+
+
+class RateLimiter:
+    """Admits or refuses requests of a key against its tier's per-minute and per-day limits."""
+
+    def __init__(self, store: Store, faults: Faults) -> None:
+        self._store = store
+        self._faults = faults
+        self._lock = threading.Lock()
+        self._windows: dict[str, deque[float]] = {}
+
+    def _prune(self, window: deque[float], now: float) -> None:
+        while window and window[0] <= now - WINDOW_S:
+            window.popleft()
+
+    def window_state(self, key_id: str, tier: Tier) -> WindowState:
+        """Where the key stands in its current minute (for 429s raised elsewhere)."""
+        now = time.monotonic()
+        with self._lock:
+            window = self._windows.setdefault(key_id, deque())
+            self._prune(window, now)
+            used = len(window)
+            oldest = window[0] if window else now
+        reset_in = (oldest + WINDOW_S - now) if used else WINDOW_S
+        return WindowState(
+            limit=tier.requests_per_minute,
+            remaining=max(0, tier.requests_per_minute - used),
+            reset_unix=math.ceil(time.time() + reset_in),
+        )
+
+    def admit(self, key_id: str, tier: Tier) -> None:
+        """Count one request of ``key_id``, or raise the 429 of spec §7."""
+        if self._faults.on("rate-limit-never-enforced"):
+            return
+        now = time.monotonic()
+        with self._lock:
+            window = self._windows.setdefault(key_id, deque())
+            self._prune(window, now)
+            if len(window) >= tier.requests_per_minute:
+                wait = window[0] + WINDOW_S - now
+                state = WindowState(
+                    limit=tier.requests_per_minute,
+                    remaining=0,
+                    reset_unix=math.ceil(time.time() + wait),
+                )
+                raise rate_limited(
+                    f"rate limit exceeded: {tier.requests_per_minute} requests per rolling "
+                    f"minute for this API key (tier {tier.plan_code}); retry after the "
+                    "Retry-After seconds",
+                    retry_after_s=wait,
+                    window=state,
+                    faults=self._faults,
+                )
+            window.append(now)
+            remaining = tier.requests_per_minute - len(window)
+            reset_in = window[0] + WINDOW_S - now
+        self._admit_day(key_id, tier, remaining, reset_in, now)
+
+    def _admit_day(
+        self, key_id: str, tier: Tier, remaining: int, reset_in: float, now: float
+    ) -> None:
+        day = utc_day()
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                "SELECT count FROM request_counts WHERE key_id = ? AND day = ?", (key_id, day)
+            ).fetchone()
+            count = row["count"] if row else 0
+            if count < tier.requests_per_day:
+                conn.execute(
+                    "INSERT INTO request_counts (key_id, day, count) VALUES (?, ?, 1) "
+                    "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1",
+                    (key_id, day),
+                )
+                return
+        # Refused for the day: take the request back out of the minute window.
+        with self._lock:
+            window = self._windows.get(key_id)
+            if window and now in window:
+                window.remove(now)
+        wait = seconds_to_utc_midnight()
+        raise rate_limited(
+            f"daily request limit reached: {tier.requests_per_day} requests per UTC day for "
+            f"this API key (tier {tier.plan_code}); it resets at 00:00 UTC",
+            retry_after_s=wait,
+            window=WindowState(
+                limit=tier.requests_per_minute,
+                remaining=max(0, remaining),
+                reset_unix=math.ceil(time.time() + reset_in),
+            ),
+            faults=self._faults,
+        )
+
+    def requests_today(self, key_ids: list[str]) -> int:
+        """Requests admitted today for the given keys (GET /v1/account/usage)."""
+        if not key_ids:
+            return 0
+        marks = ",".join("?" for _ in key_ids)
+        rows = self._store.read(
+            f"SELECT COALESCE(SUM(count), 0) AS n FROM request_counts "  # noqa: S608 - placeholders only
+            f"WHERE day = ? AND key_id IN ({marks})",
+            [utc_day(), *key_ids],
+        )
+        total: int = rows[0]["n"]
+        return total

@@ -1,0 +1,153 @@
+"""The durable store: one SQLite database in WAL mode.
+
+Everything that must survive a restart (kill -9 included) lives here: accounts, keys,
+generations and their queue state, credit and request counters, and the tables other
+parts add through ``extra_schema`` (the webhook deliveries). Each thread gets its own
+connection (SQLite connections are not shared across threads); writers serialise through
+``BEGIN IMMEDIATE`` with a busy timeout, readers never block writers in WAL mode.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CORE_SCHEMA", "Store"]
+
+#: Tables of the service core. ``CREATE ... IF NOT EXISTS`` so a restart reuses them.
+CORE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS accounts (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    email TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts (id),
+    name TEXT NOT NULL,
+    scopes TEXT NOT NULL,             -- JSON array of scope names
+    key_hash TEXT NOT NULL UNIQUE,    -- sha256 hex of the full key; the key itself is never kept
+    created_at TEXT NOT NULL,
+    revoked_at TEXT,
+    provisioned_role TEXT             -- profile role when created by --provision
+);
+CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys (account_id, revoked_at);
+CREATE TABLE IF NOT EXISTS generations (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts (id),
+    key_id TEXT NOT NULL REFERENCES api_keys (id),
+    type TEXT NOT NULL,               -- image | video | audio | agent
+    operation TEXT NOT NULL,          -- images.generate, images.edit, videos.generate, ...
+    model TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    params TEXT NOT NULL,             -- JSON object of the accepted optional fields
+    status TEXT NOT NULL,             -- queued | running | completed | failed | cancelled
+    output_name TEXT,
+    output_url TEXT,
+    error_message TEXT,
+    credits_used INTEGER NOT NULL,
+    credits_day TEXT NOT NULL,        -- UTC day the credits were spent on (for refunds)
+    due_at REAL NOT NULL,             -- unix time the work may run (submit + latency)
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    completed_at TEXT
+);
+CREATE INDEX IF NOT EXISTS generations_queue ON generations (status, due_at);
+CREATE INDEX IF NOT EXISTS generations_account ON generations (account_id, status);
+CREATE TABLE IF NOT EXISTS request_counts (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (key_id, day)
+);
+CREATE TABLE IF NOT EXISTS credit_days (
+    account_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    credits INTEGER NOT NULL,
+    PRIMARY KEY (account_id, day)
+);
+"""
+
+
+class Store:
+    """Thread-safe access to the service database.
+
+    ``path`` must be a file (each thread opens its own connection, so ``:memory:`` would
+    give each thread a different database). ``extra_schema`` holds further
+    ``CREATE ... IF NOT EXISTS`` scripts (e.g. ``reference.webhooks.SCHEMA_SQL``).
+    """
+
+    def __init__(self, path: Path | str, extra_schema: Sequence[str] = ()) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._closed = False
+        conn = self._connection()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(CORE_SCHEMA)
+        for script in extra_schema:
+            conn.executescript(script)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise RuntimeError("store is closed")
+        # isolation_level=None: no implicit transactions; transaction() issues BEGIN itself.
+        # check_same_thread=False only so close() may run from the shutdown thread; each
+        # connection is otherwise used by the one thread that opened it.
+        conn = sqlite3.connect(
+            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode: a commit survives a process crash (kill -9); only an OS
+        # crash may lose the last transactions.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        self._local.conn = conn
+        with self._lock:
+            self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``): commit on success, rollback on error."""
+        conn = self._connection()
+        if conn.in_transaction:
+            raise RuntimeError("nested store.transaction() on one thread")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        """Run one read-only statement outside any transaction; rows are ``sqlite3.Row``."""
+        rows: list[sqlite3.Row] = self._connection().execute(sql, params).fetchall()
+        return rows
+
+    def close(self) -> None:
+        """Close every connection opened through this store (at shutdown)."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
