@@ -1,0 +1,94 @@
+"""The launcher starts a server process, waits for it with a deadline and always stops it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conformance.launcher import EmbeddedReference, LaunchError
+
+FAKE = (sys.executable, str(Path(__file__).with_name("fake_reference.py")))
+
+
+@pytest.fixture
+def fake_mode(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    return monkeypatch
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_launcher_started_server_yields_profile_and_serves(fake_mode: pytest.MonkeyPatch) -> None:
+    reference = EmbeddedReference(command=FAKE, faults=["sig-wrong-secret", "retry-none"])
+    with reference as profile:
+        assert profile.is_file()
+        assert 'name = "fake"' in profile.read_text(encoding="utf-8")
+        assert reference.base_url is not None and reference.base_url.startswith("http://127.0.0.1:")
+        argv = httpx.get(reference.base_url, timeout=5).json()["argv"]
+        pid = reference.pid
+    assert argv[0] == "serve"
+    assert argv[argv.index("--port") + 1] == "0"
+    assert argv[argv.index("--allow-cidr") + 1] == "127.0.0.1/32"
+    assert argv[argv.index("--db") + 1].endswith("store.sqlite3")
+    faults = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--fault"]
+    assert faults == ["sig-wrong-secret", "retry-none"]
+    assert pid is not None and _gone(pid)
+    assert not profile.parent.exists(), "the temporary store must be removed at exit"
+
+
+def test_launcher_dead_server_raises_with_stderr_tail(fake_mode: pytest.MonkeyPatch) -> None:
+    fake_mode.setenv("FAKE_MODE", "crash")
+    with pytest.raises(LaunchError, match=r"exited \(status 7\)") as error:
+        with EmbeddedReference(command=FAKE):
+            pytest.fail("a crashed reference must not be entered")
+    assert "fatal: the store is locked" in str(error.value)
+
+
+def test_launcher_silent_server_times_out_and_is_stopped(
+    fake_mode: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_mode.setenv("FAKE_MODE", "silent")
+    reference = EmbeddedReference(command=FAKE, startup_timeout=1.0, workdir=tmp_path)
+    started = time.monotonic()
+    with pytest.raises(LaunchError, match=r"did not print 'listening on' within 1 s"):
+        with reference:
+            pytest.fail("a silent reference must not be entered")
+    assert time.monotonic() - started < 15
+    assert reference.pid is None
+    assert (tmp_path / "store.sqlite3").is_file(), "a given workdir is kept for inspection"
+
+
+def test_launcher_stubborn_server_is_killed_after_bounded_wait(
+    fake_mode: pytest.MonkeyPatch,
+) -> None:
+    fake_mode.setenv("FAKE_MODE", "stubborn")
+    reference = EmbeddedReference(command=FAKE, stop_timeout=1.0)
+    with reference:
+        pid = reference.pid
+    assert pid is not None and _gone(pid)
+
+
+def test_launcher_server_without_profile_is_an_error(fake_mode: pytest.MonkeyPatch) -> None:
+    fake_mode.setenv("FAKE_MODE", "no-profile")
+    reference = EmbeddedReference(command=FAKE)
+    with pytest.raises(LaunchError, match="wrote no profile"):
+        with reference:
+            pytest.fail("a reference without a profile must not be entered")
+    assert reference.pid is None
+
+
+def test_launcher_default_command_is_the_reference_module(tmp_path: Path) -> None:
+    argv = EmbeddedReference(faults=["x"]).argv(tmp_path)
+    assert argv[:4] == [sys.executable, "-m", "reference", "serve"]
+    assert argv[-2:] == ["--fault", "x"]
