@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs installed
+import jsonschema
 
 import genapi_spec
 
