@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -49,7 +49,6 @@ class DeliveryPolicy:
     backoff_s: tuple[float, ...] = (1.0, 2.0)
     max_attempts: int = 3
     concurrency: int = 32
-    send_options: SendOptions = field(default_factory=SendOptions)
 
     def backoff_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
@@ -59,6 +58,7 @@ class DeliveryPolicy:
 
 
 SecretLookup = Callable[[DeliveryRow], str]
+OptionsLookup = Callable[[DeliveryRow], SendOptions]
 ClientGetter = Callable[[], Awaitable[httpx.AsyncClient]]
 
 
@@ -70,11 +70,13 @@ class Dispatcher:
         store: Store,
         policy: DeliveryPolicy,
         secret_for: SecretLookup,
+        options_for: OptionsLookup,
         client: ClientGetter,
     ) -> None:
         self._store = store
         self._policy = policy
         self._secret_for = secret_for
+        self._options_for = options_for
         self._client = client
         self._running: dict[str, asyncio.Task[None]] = {}
         self._cooldown: dict[str, float] = {}
@@ -172,15 +174,13 @@ class Dispatcher:
                 client,
                 request,
                 timeout_s=self._policy.timeout_s,
-                options=self._policy.send_options,
+                options=self._options_for(row),
             )
             # Backoff counts from the end of the failed attempt (spec §6).
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)
             await asyncio.to_thread(self._commit, row.id, result, outcome, next_at)
-            log.info(
-                "delivery %s attempt %d: status %d -> %s", row.id, n, result.status, outcome
-            )
+            log.info("delivery %s attempt %d: status %d -> %s", row.id, n, result.status, outcome)
         except asyncio.CancelledError:
             raise
         except Exception:

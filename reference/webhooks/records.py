@@ -239,7 +239,9 @@ def delivery_views(
             "webhook_id": row["webhook_id"],
             "mode": row["mode"],
             "created_at": row["created_at"],
-            "next_attempt_at": _iso(row["next_attempt_at"]) if row["outcome"] == "pending_retry" else None,
+            "next_attempt_at": _iso(row["next_attempt_at"])
+            if row["outcome"] == "pending_retry"
+            else None,
         }
         for row in rows
     ]

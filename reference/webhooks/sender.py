@@ -58,7 +58,13 @@ class AttemptResult:
         return 200 <= self.status < 300
 
     def view(self) -> dict[str, object]:
-        return {"n": self.n, "at": self.at, "status": self.status, "ms": self.ms, "error": self.error}
+        return {
+            "n": self.n,
+            "at": self.at,
+            "status": self.status,
+            "ms": self.ms,
+            "error": self.error,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,9 +81,7 @@ def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, s
     """The delivery headers of spec §6; ``t`` is fresh for every attempt."""
     timestamp = int(time.time())
     signed_body = (
-        options.signed_body_override
-        if options.signed_body_override is not None
-        else request.body
+        options.signed_body_override if options.signed_body_override is not None else request.body
     )
     secret = (
         options.signing_secret_override

@@ -1,0 +1,40 @@
+"""The webhook side of the reference implementation (spec §2-§7).
+
+Registered webhooks (console), per-request bindings, events, signatures, durable
+delivery with retries, delivery records and redelivery. One job per module:
+
+| module          | job                                                            |
+| --------------- | -------------------------------------------------------------- |
+| ``schema``      | the tables (``SCHEMA_SQL``, passed to ``Store(extra_schema=)``) |
+| ``signing``     | ``X-Service-Signature`` (HMAC-SHA256 over ``t.`` + raw body)    |
+| ``envelopes``   | event names, envelope and callback bodies, serialized once     |
+| ``targets``     | bindings, ``events`` parsing, callback URL validation          |
+| ``sender``      | one HTTP attempt (headers, timeout, no redirects)              |
+| ``records``     | SQL of deliveries and attempts; the delivery record view       |
+| ``dispatcher``  | the durable retry loop (resumes after a restart)               |
+| ``routes``      | the HTTP handlers                                              |
+| ``service``     | ``WebhookService``, the facade CORE uses                       |
+
+Extension: the console test delivery sends the event ``webhook.test``.
+"""
+
+from __future__ import annotations
+
+from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, TEST_EVENT
+from .schema import OUTCOMES, SCHEMA_SQL
+from .service import WebhookService, policy_from_config
+from .signing import signature_digest, signature_header
+from .targets import Binding
+
+__all__ = [
+    "ALL_EVENTS",
+    "DEFAULT_EVENTS",
+    "OUTCOMES",
+    "SCHEMA_SQL",
+    "TEST_EVENT",
+    "Binding",
+    "WebhookService",
+    "policy_from_config",
+    "signature_digest",
+    "signature_header",
+]

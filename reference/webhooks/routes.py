@@ -1,0 +1,89 @@
+"""HTTP routes of the webhook side: thin handlers over ``WebhookService`` (spec §4).
+
+Console paths (/api/webhooks...) need a signed-in session; the delivery paths under /v1
+take an API key with no particular scope ("API key allowed") and only ever show the
+key's own account (404 otherwise, the same answer as for an unknown id, so ids of other
+accounts cannot be probed).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from reference.auth import require_key, require_session
+from reference.errors import ApiError
+
+if TYPE_CHECKING:
+    from .service import WebhookService
+
+__all__ = ["webhook_routes"]
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        raise ApiError(400, "send a JSON body (Content-Type: application/json)")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the request body is not valid JSON") from None
+
+
+def webhook_routes(service: WebhookService) -> list[BaseRoute]:
+    """Routes bound to one service instance."""
+
+    async def create_webhook(request: Request) -> Response:
+        session = await require_session(request)
+        created = await service.create_webhook(session.account_id, await _json_body(request))
+        return JSONResponse(created, status_code=201)
+
+    async def list_webhooks(request: Request) -> Response:
+        session = await require_session(request)
+        return JSONResponse(service.list_webhooks(session.account_id))
+
+    async def delete_webhook(request: Request) -> Response:
+        session = await require_session(request)
+        service.delete_webhook(session.account_id, request.path_params["webhook_id"])
+        return Response(status_code=204)
+
+    async def test_webhook(request: Request) -> Response:
+        session = await require_session(request)
+        answer = await service.test_webhook(session.account_id, request.path_params["webhook_id"])
+        return JSONResponse(answer)
+
+    async def generation_deliveries(request: Request) -> Response:
+        key = await require_key(request)
+        listing = service.generation_deliveries(
+            key.account_id, request.path_params["generation_id"]
+        )
+        return JSONResponse(listing)
+
+    async def webhook_deliveries(request: Request) -> Response:
+        key = await require_key(request)
+        listing = service.webhook_deliveries(
+            key.account_id,
+            request.path_params["webhook_id"],
+            outcome=request.query_params.get("outcome"),
+            limit=request.query_params.get("limit"),
+        )
+        return JSONResponse(listing)
+
+    async def redeliver(request: Request) -> Response:
+        key = await require_key(request)
+        answer = await service.redeliver(key.account_id, request.path_params["delivery_id"])
+        return JSONResponse(answer)
+
+    return [
+        Route("/api/webhooks", create_webhook, methods=["POST"]),
+        Route("/api/webhooks", list_webhooks, methods=["GET"]),
+        Route("/api/webhooks/{webhook_id}/test", test_webhook, methods=["POST"]),
+        Route("/api/webhooks/{webhook_id}", delete_webhook, methods=["DELETE"]),
+        Route("/v1/generations/{generation_id}/deliveries", generation_deliveries, methods=["GET"]),
+        Route("/v1/webhooks/{webhook_id}/deliveries", webhook_deliveries, methods=["GET"]),
+        Route("/v1/webhooks/deliveries/{delivery_id}/redeliver", redeliver, methods=["POST"]),
+    ]
