@@ -1,0 +1,294 @@
+"""The requirements catalog: every testable statement of the spec, under a stable id.
+
+``requirements.yaml`` (next to this module, shipped inside the ``conformance`` package)
+is the spine of the suite: checks cite its ids with ``@pytest.mark.requirement(...)``,
+reports give one verdict per id, and each fault of the reference implementation names
+the id it violates. This module loads the file, validates it against
+``requirements.schema.json`` plus the rules a schema cannot state (unique ids, declared
+areas), and offers it as typed, immutable objects::
+
+    from conformance.catalog import load_catalog, Level
+
+    catalog = load_catalog()
+    requirement = catalog["SIG-HMAC-01"]
+    musts = catalog.by_level()[Level.MUST]
+
+A broken catalog raises :class:`CatalogError` whose message names the entry (its index
+and id) and the problem, so a bad edit is found at once rather than as a confusing
+failure in a check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator
+
+__all__ = [
+    "ID_PATTERN",
+    "Catalog",
+    "CatalogError",
+    "Level",
+    "Need",
+    "Party",
+    "Requirement",
+    "catalog_schema",
+    "load_catalog",
+    "parse_catalog",
+    "unknown_ids",
+]
+
+#: ``AREA-TOPIC-NN``; the same pattern the schema holds, with named groups.
+ID_PATTERN = re.compile(r"^(?P<area>[A-Z]+)-(?P<topic>[A-Z0-9]+)-(?P<number>[0-9]{2})$")
+
+_PACKAGE = "conformance"
+_CATALOG_FILE = "requirements.yaml"
+_SCHEMA_FILE = "requirements.schema.json"
+# A catalog with many errors would bury the first one; the rest are counted.
+_MAX_REPORTED_PROBLEMS = 20
+
+
+class CatalogError(ValueError):
+    """The catalog file is malformed; the message names each bad entry and its problem."""
+
+
+class Level(StrEnum):
+    """How binding a requirement is, which decides what a broken check means."""
+
+    #: The spec states it: an implementation that breaks it fails.
+    MUST = "MUST"
+    #: The spec leaves it unshown or ambiguous and the check assumes something: a check of
+    #: an interpretation can only warn, never fail an implementation.
+    INTERPRETATION = "INTERPRETATION"
+
+
+class Need(StrEnum):
+    """What a check of a requirement needs beyond the public API; the plugin skips a
+    check whose needs the target profile does not offer."""
+
+    BLACK_BOX = "black-box"
+    SANDBOX = "sandbox"
+    DNS = "dns"
+    CONSOLE = "console"
+    DESTRUCTIVE = "destructive"
+    SLOW = "slow"
+    ADAPTER = "adapter"
+
+
+class Party(StrEnum):
+    """Whose duty a requirement is."""
+
+    #: The implementation under test.
+    SERVICE = "service"
+    #: Receivers and client code (e.g. "verify in constant time"): the suite's own
+    #: receiver cites these; they are never held against an implementation.
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One checkable statement of the spec."""
+
+    id: str
+    area: str
+    section: str
+    heading: str
+    statement: str
+    level: Level
+    needs: tuple[Need, ...]
+    notes: str | None = None
+    party: Party = Party.SERVICE
+
+    @property
+    def topic(self) -> str:
+        """The middle part of the id (``HMAC`` in ``SIG-HMAC-01``)."""
+        return self.id.split("-")[1]
+
+    @property
+    def is_interpretation(self) -> bool:
+        return self.level is Level.INTERPRETATION
+
+    @property
+    def location(self) -> str:
+        """Where the statement is in the spec, for reports: ``§4 Callback URL requirements``."""
+        return f"§{self.section} {self.heading}"
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The whole catalog: requirements in file order, looked up by id.
+
+    Iterating yields :class:`Requirement` objects (not ids) in file order.
+    """
+
+    spec: Mapping[str, str]
+    areas: Mapping[str, str]
+    requirements: tuple[Requirement, ...]
+    _by_id: Mapping[str, Requirement] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The loader has already rejected duplicates; this mapping is the lookup index.
+        object.__setattr__(
+            self, "_by_id", MappingProxyType({r.id: r for r in self.requirements})
+        )
+
+    def __iter__(self) -> Iterator[Requirement]:
+        return iter(self.requirements)
+
+    def __len__(self) -> int:
+        return len(self.requirements)
+
+    def __contains__(self, requirement_id: object) -> bool:
+        return requirement_id in self._by_id
+
+    def __getitem__(self, requirement_id: str) -> Requirement:
+        try:
+            return self._by_id[requirement_id]
+        except KeyError:
+            raise KeyError(f"unknown requirement id {requirement_id!r}") from None
+
+    def get(self, requirement_id: str, default: Requirement | None = None) -> Requirement | None:
+        return self._by_id.get(requirement_id, default)
+
+    @property
+    def by_id(self) -> Mapping[str, Requirement]:
+        """Read-only mapping from id to requirement."""
+        return self._by_id
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._by_id)
+
+    def by_area(self) -> dict[str, tuple[Requirement, ...]]:
+        """Requirements grouped by area, areas in the order the catalog declares them."""
+        grouped: dict[str, list[Requirement]] = {area: [] for area in self.areas}
+        for requirement in self.requirements:
+            grouped[requirement.area].append(requirement)
+        return {area: tuple(members) for area, members in grouped.items()}
+
+    def by_level(self) -> dict[Level, tuple[Requirement, ...]]:
+        """Requirements grouped by level (every level present, possibly empty)."""
+        return {
+            level: tuple(r for r in self.requirements if r.level is level) for level in Level
+        }
+
+    def unknown(self, ids: Iterable[str]) -> list[str]:
+        """The ids among ``ids`` that the catalog does not hold, once each, in order."""
+        return list(dict.fromkeys(i for i in ids if i not in self._by_id))
+
+
+@cache
+def catalog_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of the catalog file."""
+    text = resources.files(_PACKAGE).joinpath(_SCHEMA_FILE).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def load_catalog() -> Catalog:
+    """The catalog shipped with the suite, validated (read once per process)."""
+    text = resources.files(_PACKAGE).joinpath(_CATALOG_FILE).read_text(encoding="utf-8")
+    return parse_catalog(text, source=f"{_PACKAGE}/{_CATALOG_FILE}")
+
+
+def unknown_ids(ids: Iterable[str]) -> list[str]:
+    """The ids the shipped catalog does not hold; the plugin fails collection on any."""
+    return load_catalog().unknown(ids)
+
+
+def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
+    """Parse and validate catalog YAML text; raise :class:`CatalogError` if it is broken."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{source}: not valid YAML: {exc}") from exc
+
+    problems = _schema_problems(document)
+    if not problems:
+        # Only a schema-valid document has the shape the semantic rules assume.
+        problems = _semantic_problems(document)
+    if problems:
+        shown = problems[:_MAX_REPORTED_PROBLEMS]
+        more = len(problems) - len(shown)
+        lines = [f"{source}: {len(problems)} problem(s):", *(f"  - {p}" for p in shown)]
+        if more:
+            lines.append(f"  ... and {more} more")
+        raise CatalogError("\n".join(lines))
+
+    areas: dict[str, str] = dict(document["areas"])
+    requirements = tuple(_requirement(entry) for entry in document["requirements"])
+    return Catalog(
+        spec=MappingProxyType(dict(document["spec"])),
+        areas=MappingProxyType(areas),
+        requirements=requirements,
+    )
+
+
+def _requirement(entry: Mapping[str, Any]) -> Requirement:
+    match = ID_PATTERN.match(entry["id"])
+    # The schema has checked the pattern already.
+    assert match is not None
+    return Requirement(
+        id=entry["id"],
+        area=match["area"],
+        section=entry["section"],
+        heading=entry["heading"],
+        statement=" ".join(entry["statement"].split()),
+        level=Level(entry["level"]),
+        needs=tuple(Need(n) for n in entry["needs"]),
+        notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
+        party=Party(entry.get("party", Party.SERVICE)),
+    )
+
+
+def _entry_label(document: Any, path: Iterable[Any]) -> str:
+    """``requirements[12] (SIG-HMAC-01)`` for an error inside an entry, else the path."""
+    parts = list(path)
+    if len(parts) >= 2 and parts[0] == "requirements" and isinstance(parts[1], int):
+        index = parts[1]
+        entry = document["requirements"][index]
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        label = f"requirements[{index}]"
+        if isinstance(entry_id, str):
+            label += f" ({entry_id})"
+        rest = ".".join(str(p) for p in parts[2:])
+        return f"{label}{': ' + rest if rest else ''}"
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def _schema_problems(document: Any) -> list[str]:
+    validator = Draft202012Validator(catalog_schema())
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
+    return [f"{_entry_label(document, error.path)}: {error.message}" for error in errors]
+
+
+def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    areas = document["areas"]
+    first_index: dict[str, int] = {}
+    for index, entry in enumerate(document["requirements"]):
+        requirement_id = entry["id"]
+        label = f"requirements[{index}] ({requirement_id})"
+        if requirement_id in first_index:
+            problems.append(
+                f"{label}: duplicate id, first used by requirements[{first_index[requirement_id]}]"
+            )
+        else:
+            first_index[requirement_id] = index
+        match = ID_PATTERN.match(requirement_id)
+        if match is not None and match["area"] not in areas:
+            problems.append(
+                f"{label}: area {match['area']!r} is not declared under `areas` "
+                f"(declared: {', '.join(areas)})"
+            )
+    return problems
