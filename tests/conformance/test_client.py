@@ -1,0 +1,407 @@
+"""The client authenticates by role, bounds its requests, waits out 429 and records redacted."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from conformance.adapters import (
+    AdapterError,
+    CapabilityMissing,
+    NoAdapter,
+    ReferenceAdapter,
+    make_adapter,
+)
+from conformance.client import (
+    EXCHANGES_KEY,
+    MAX_429_SECONDS,
+    ApiClient,
+    BudgetExceeded,
+    Exchange,
+    Recorder,
+    default_env_var,
+    parse_retry_after,
+)
+from conformance.profile import Profile, parse_profile
+
+PRIMARY = "gk_CLIENTcanary0primary0key000001"
+LIMITED = "gk_CLIENTcanary0limited0key000002"
+SIGNING = "psk_CLIENTcanary0signing000000003"
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwIn0.CLIENTcanary0token"
+PASSWORD = "CLIENTcanary password/+&="
+CREATED = "gk_CLIENTcanary0created0key000004"
+CREATED_SIGNING = "psk_CLIENTcanary0created0signing05"
+ALL_SECRETS = (PRIMARY, LIMITED, SIGNING, TOKEN, PASSWORD, CREATED, CREATED_SIGNING)
+
+PROFILE = f"""
+base_url = "http://127.0.0.1:9"
+key_prefix = "gk"
+adapter = "reference"
+[keys.primary]
+key = "{PRIMARY}"
+scopes = ["images:generate"]
+signing_secret = "{SIGNING}"
+[keys.low-limit]
+key = "{LIMITED}"
+account = "low-limit"
+scopes = ["images:generate"]
+[sessions.primary]
+token = "{TOKEN}"
+[sessions.login]
+email = "user@example.test"
+password = "{PASSWORD}"
+"""
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+@pytest.fixture
+def profile() -> Profile:
+    return parse_profile(PROFILE, env={})
+
+
+def make_client(
+    profile: Profile, handler: Handler, **kwargs: object
+) -> tuple[ApiClient, Recorder, list[float]]:
+    recorder = Recorder(profile.redactor())
+    slept: list[float] = []
+    client = ApiClient(
+        profile,
+        recorder,
+        transport=httpx.MockTransport(handler),
+        sleep=slept.append,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return client, recorder, slept
+
+
+def echo(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(
+        200,
+        json={"authorization": request.headers.get("authorization"), "path": request.url.path},
+    )
+
+
+def leaks(recorder: Recorder) -> list[str]:
+    """Every canary secret found anywhere in the record (fields, dicts, curl lines)."""
+    found = []
+    for exchange in recorder.exchanges:
+        texts = [repr(exchange), json.dumps(exchange.to_dict()), exchange.as_curl()]
+        found += [s for s in ALL_SECRETS for t in texts if s in t]
+    return found
+
+
+def test_role_selects_the_key(profile: Profile) -> None:
+    client, recorder, _ = make_client(profile, echo)
+    assert client.get("/v1/x").json()["authorization"] == f"Bearer {PRIMARY}"
+    assert client.get("/v1/x", role="low-limit").json()["authorization"] == f"Bearer {LIMITED}"
+    assert client.get("/v1/x", role="none").json()["authorization"] is None
+    assert client.get("/api/x", session="primary").json()["authorization"] == f"Bearer {TOKEN}"
+    explicit = client.get("/v1/x", headers={"Authorization": "Bearer gk_forged"})
+    assert explicit.json()["authorization"] == "Bearer gk_forged"
+    assert len(recorder.exchanges) == 5
+    assert not leaks(recorder)
+
+
+def test_missing_role_or_session_token_is_a_capability(profile: Profile) -> None:
+    client, _, _ = make_client(profile, echo)
+    with pytest.raises(CapabilityMissing, match="key role 'foreign'"):
+        client.get("/v1/x", role="foreign")
+    with pytest.raises(CapabilityMissing, match="console session 'absent'"):
+        client.get("/api/x", session="absent")
+    with pytest.raises(CapabilityMissing, match="a token for console session 'login'"):
+        client.get("/api/x", session="login")
+    with pytest.raises(ValueError, match="not both"):
+        client.get("/api/x", session="primary", role="primary")
+    with pytest.raises(ValueError, match="must start with '/'"):
+        client.get("http://elsewhere.example/v1/x")
+
+
+def test_exchange_records_what_was_sent_and_received(profile: Profile) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            202, json={"id": "gen_1", "echo": json.loads(request.content)}, headers={"X-A": "1"}
+        )
+
+    client, recorder, _ = make_client(profile, handler)
+    client.post("/v1/images/generate", json={"prompt": "a cat"}, params={"q": "1"})
+    (exchange,) = recorder.exchanges
+    assert exchange.method == "POST"
+    assert exchange.url == "http://127.0.0.1:9/v1/images/generate?q=1"
+    assert ("authorization", "Bearer [redacted:keys.primary.key]") in exchange.request_headers
+    assert json.loads(exchange.request_body) == {"prompt": "a cat"}
+    assert exchange.status == 202
+    assert ("x-a", "1") in exchange.response_headers
+    assert json.loads(exchange.response_body)["id"] == "gen_1"
+    assert exchange.elapsed_ms >= 0 and exchange.started_at <= time.time()
+
+
+def test_secrets_in_bodies_urls_and_responses_are_masked(profile: Profile) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        # A careless IUT echoing secrets back, and a key shown once.
+        return httpx.Response(
+            201,
+            json={"echo": request.url.query.decode(), "key": CREATED, "sig": SIGNING},
+            headers={"X-Echo": request.headers["authorization"]},
+        )
+
+    client, recorder, _ = make_client(profile, handler)
+    client.post(
+        "/v1/x", params={"api_key": PRIMARY}, json={"secret": SIGNING, "note": f"t={TOKEN}"}
+    )
+    client.post("/v1/x", content=f"raw {LIMITED} body".encode(), headers={"X-Key": LIMITED})
+    client.get("/v1/x", headers={"Authorization": f"Bearer {CREATED}"})
+    assert not leaks(recorder)
+    # the created key was learned from the first response and masked in the later request
+    assert ("authorization", "Bearer [redacted:learned.key]") in recorder.exchanges[
+        2
+    ].request_headers
+    assert '"${GENAPI_SECRET_LEARNED_KEY}"' in recorder.exchanges[2].as_curl()
+
+
+def test_transport_errors_are_recorded_and_raised(profile: Profile) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"refused for {request.headers['authorization']}")
+
+    client, recorder, _ = make_client(profile, handler)
+    with pytest.raises(httpx.ConnectError):
+        client.get("/v1/x")
+    (exchange,) = recorder.exchanges
+    assert exchange.status is None
+    assert exchange.error is not None and exchange.error.startswith("ConnectError: refused")
+    assert not leaks(recorder)
+
+
+def test_budget_bounds_requests(profile: Profile) -> None:
+    client, recorder, _ = make_client(profile, echo, budget=3)
+    for _ in range(3):
+        client.get("/v1/x")
+    with pytest.raises(BudgetExceeded, match="budget of 3 requests"):
+        client.get("/v1/x")
+    assert len(recorder.exchanges) == 3
+
+
+def rate_limited(statuses: list[int], retry_after: str | None = "2") -> Handler:
+    remaining = list(statuses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = remaining.pop(0)
+        headers = {"Retry-After": retry_after} if status == 429 and retry_after else {}
+        return httpx.Response(status, json={"detail": "slow down"}, headers=headers)
+
+    return handler
+
+
+def test_patient_client_waits_retry_after_then_retries(profile: Profile) -> None:
+    client, recorder, slept = make_client(profile, rate_limited([429, 429, 200]))
+    assert client.get("/v1/x").status_code == 200
+    assert slept == [2.0, 2.0]  # Retry-After 2, then max(2, backoff 2)
+    assert [e.status for e in recorder.exchanges] == [429, 429, 200]
+
+
+def test_patient_client_backs_off_exponentially_and_gives_up(profile: Profile) -> None:
+    client, recorder, slept = make_client(profile, rate_limited([429] * 10, retry_after=None))
+    assert client.get("/v1/x").status_code == 429
+    assert slept == [1.0, 2.0, 4.0]  # at most 3 waits
+    assert len(recorder.exchanges) == 4
+
+
+def test_patient_client_total_wait_is_bounded(profile: Profile) -> None:
+    client, recorder, slept = make_client(profile, rate_limited([429] * 10, retry_after="40"))
+    assert client.get("/v1/x").status_code == 429
+    assert slept == [40.0]  # a second 40 s wait would pass the 65 s bound
+    assert sum(slept) <= MAX_429_SECONDS
+    assert len(recorder.exchanges) == 2
+
+
+def test_impatient_client_returns_the_first_429(profile: Profile) -> None:
+    client, recorder, slept = make_client(profile, rate_limited([429, 200]))
+    assert client.get("/v1/x", patient=False).status_code == 429
+    assert slept == [] and len(recorder.exchanges) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("5", 5.0),
+        (" 0 ", 0.0),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # in the past: do not wait
+        ("-1", None),
+        ("soon", None),
+        (None, None),
+    ],
+)
+def test_parse_retry_after(value: str | None, expected: float | None) -> None:
+    now = 1445412480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert parse_retry_after(value, now=now) == expected
+
+
+def test_curl_line_reproduces_the_request_with_env_vars(profile: Profile) -> None:
+    client, recorder, _ = make_client(profile, echo)
+    client.post("/v1/images/generate?x=1", json={"prompt": "it's a $HOME `cat`"})
+    line = recorder.exchanges[0].as_curl()
+    assert PRIMARY not in line
+    assert '"${GENAPI_KEY_PRIMARY}"' in line
+    words = shlex.split(line)
+    assert words[:6] == [
+        "curl",
+        "-sS",
+        "-i",
+        "-X",
+        "POST",
+        "http://127.0.0.1:9/v1/images/generate?x=1",
+    ]
+    assert "Authorization: Bearer ${GENAPI_KEY_PRIMARY}".lower() in [w.lower() for w in words]
+    assert json.loads(words[words.index("--data-binary") + 1]) == {"prompt": "it's a $HOME `cat`"}
+    assert not any(w.lower().startswith(("host:", "content-length:")) for w in words)
+
+
+def test_curl_line_expands_in_a_real_shell(profile: Profile) -> None:
+    client, recorder, _ = make_client(profile, echo)
+    client.post("/v1/x", json={"prompt": 'q\'uote "d" $(no) \\n'})
+    line = recorder.exchanges[0].as_curl().replace("curl", "printf '%s\\n'", 1)
+    out = subprocess.run(  # noqa: S603 (a fixed argv, no network: printf only)
+        ["/bin/sh", "-c", line],
+        env={"GENAPI_KEY_PRIMARY": "from-env"},
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout.splitlines()
+    assert "authorization: Bearer from-env" in [w.lower().replace("bearer", "Bearer") for w in out]
+    assert json.loads(out[out.index("--data-binary") + 1]) == {"prompt": 'q\'uote "d" $(no) \\n'}
+
+
+@pytest.mark.parametrize(
+    ("label", "var"),
+    [
+        ("keys.primary.key", "GENAPI_KEY_PRIMARY"),
+        ("keys.without-images-generate.key", "GENAPI_KEY_WITHOUT_IMAGES_GENERATE"),
+        ("keys.foreign.signing_secret", "GENAPI_SIGNING_SECRET_FOREIGN"),
+        ("sessions.second.token", "GENAPI_SESSION_SECOND"),
+        ("learned.key", "GENAPI_SECRET_LEARNED_KEY"),
+    ],
+)
+def test_default_env_var(label: str, var: str) -> None:
+    assert default_env_var(label) == var
+
+
+def test_long_bodies_are_cut(profile: Profile) -> None:
+    client, recorder, _ = make_client(
+        profile, lambda r: httpx.Response(200, content=b"x" * 100_000)
+    )
+    client.get("/v1/x")
+    body = recorder.exchanges[0].response_body
+    assert len(body) < 70_000 and body.endswith("more bytes not recorded]")
+
+
+def test_exchanges_key_is_a_stash_key() -> None:
+    stash = pytest.Stash()
+    stash[EXCHANGES_KEY] = []
+    assert stash[EXCHANGES_KEY] == []
+    assert Exchange.__dataclass_fields__.keys() >= {
+        "method",
+        "url",
+        "request_headers",
+        "request_body",
+        "status",
+        "response_headers",
+        "response_body",
+        "elapsed_ms",
+    }
+
+
+# -- adapters -------------------------------------------------------------------------
+
+
+class FakeConsole:
+    """The reference's console paths as ARCHITECTURE.md describes them."""
+
+    def __init__(self) -> None:
+        self.revoked: list[str] = []
+        self.authorizations: list[str | None] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.authorizations.append(request.headers.get("authorization"))
+        path, method = request.url.path, request.method
+        if (method, path) == ("POST", "/api/session"):
+            body = json.loads(request.content)
+            if body["password"] != PASSWORD:
+                return httpx.Response(401, json={"detail": "wrong password"})
+            return httpx.Response(200, json={"token": TOKEN + "x", "expires_at": "later"})
+        if request.headers.get("authorization") not in (f"Bearer {TOKEN}", f"Bearer {TOKEN}x"):
+            return httpx.Response(401, json={"detail": "log in"})
+        if (method, path) == ("POST", "/api/keys"):
+            body = json.loads(request.content)
+            return httpx.Response(
+                201,
+                json={
+                    "id": "key_9",
+                    "name": body["name"],
+                    "scopes": body["scopes"],
+                    "key": CREATED,
+                },
+            )
+        if (method, path) == ("GET", "/api/keys/key_9"):
+            return httpx.Response(200, json={"id": "key_9", "signing_secret": CREATED_SIGNING})
+        if (method, path) == ("DELETE", "/api/keys/key_9"):
+            self.revoked.append("key_9")
+            return httpx.Response(204)
+        return httpx.Response(404, json={"detail": f"no {method} {path}"})
+
+
+def test_reference_adapter_creates_reads_and_revokes_keys(profile: Profile) -> None:
+    console = FakeConsole()
+    client, recorder, _ = make_client(profile, console)
+    adapter = make_adapter(client)
+    assert isinstance(adapter, ReferenceAdapter)
+    created = adapter.create_key("primary", "temp", ["images:generate"])
+    assert created.id == "key_9" and created.scopes == ("images:generate",)
+    assert created.key.reveal() == CREATED
+    assert adapter.key_detail("primary", created.id)["signing_secret"] == CREATED_SIGNING
+    adapter.revoke_key("primary", created.id)
+    assert console.revoked == ["key_9"]
+    client.get("/v1/x", headers={"Authorization": f"Bearer {created.key.reveal()}"})
+    assert not leaks(recorder)
+
+
+def test_reference_adapter_logs_in_with_credentials(profile: Profile) -> None:
+    console = FakeConsole()
+    client, recorder, _ = make_client(profile, console)
+    adapter = ReferenceAdapter(client)
+    adapter.create_key("login", "via-login", ["images:generate"])
+    assert console.authorizations[:2] == [None, f"Bearer {TOKEN}x"]
+    assert not leaks(recorder)
+    assert "[redacted:sessions.login.password]" in recorder.exchanges[0].request_body
+
+
+def test_reference_adapter_reports_unexpected_answers(profile: Profile) -> None:
+    client, _, _ = make_client(profile, FakeConsole())
+    with pytest.raises(AdapterError, match=r"revoke a key: DELETE /api/keys/key_0 answered 404"):
+        ReferenceAdapter(client).revoke_key("primary", "key_0")
+    with pytest.raises(CapabilityMissing, match="credentials for console session 'primary'"):
+        ReferenceAdapter(client).login("primary")
+
+
+def test_no_adapter_is_a_capability_missing(profile: Profile) -> None:
+    adapter = NoAdapter()
+    for call in (
+        lambda: adapter.login("primary"),
+        lambda: adapter.create_key("primary", "n", []),
+        lambda: adapter.revoke_key("primary", "k"),
+        lambda: adapter.key_detail("primary", "k"),
+    ):
+        with pytest.raises(CapabilityMissing, match=r'^needs adapter: .*adapter = "none"'):
+            call()
+    none_profile = parse_profile(
+        PROFILE.replace('adapter = "reference"', 'adapter = "none"'), env={}
+    )
+    client, _, _ = make_client(none_profile, echo)
+    assert isinstance(make_adapter(client), NoAdapter)
