@@ -1,0 +1,194 @@
+"""``python -m reference serve|faults``: run the reference service, list its faults.
+
+``serve`` binds the listening socket first (``--port 0`` picks a free port, so
+``base_url`` is known), opens the store, provisions when asked (the profile is written
+before the service announces itself), starts uvicorn on that socket and prints
+``listening on http://HOST:PORT`` on stdout once it accepts connections. SIGTERM/SIGINT
+stop it gracefully; queued generations and pending deliveries resume at the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvicorn
+
+from reference.app import build_service, create_app
+from reference.config import Config, load_master_secret
+from reference.faults import FAULTS, Faults, UnknownFault
+from reference.logs import log_event
+from reference.provision import provision
+from reference.store import Store
+from reference.webhooks import SCHEMA_SQL
+
+__all__ = ["main"]
+
+STARTUP_TIMEOUT_S = 30.0
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reference", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the reference service")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--db", type=Path, default=Path("reference.sqlite3"))
+    serve.add_argument(
+        "--provision",
+        type=Path,
+        metavar="PROFILE_PATH",
+        help="create accounts, keys, sessions and write this profile (TOML)",
+    )
+    serve.add_argument(
+        "--allow-cidr",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="TEST MODE: treat this CIDR as public for callback targets",
+    )
+    serve.add_argument("--hosts-file", type=Path, help="TEST MODE: resolve callback hosts here")
+    serve.add_argument(
+        "--dns-server",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="TEST MODE: resolve callback hosts through this DNS server",
+    )
+    serve.add_argument(
+        "--egress",
+        choices=["loopback", "any"],
+        default="loopback",
+        help="where deliveries may connect (default loopback only)",
+    )
+    serve.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="inject a registered fault (see `python -m reference faults`)",
+    )
+    serve.add_argument("--latency-ms", type=int, default=200)
+    serve.add_argument("--key-prefix", default="gk")
+    commands.add_parser("faults", help="list the fault registry")
+    return parser  # fmt: skip
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _warn_test_mode(config: Config) -> None:
+    if not config.test_mode:
+        return
+    settings = {
+        "allow_cidrs": list(config.allow_cidrs),
+        "hosts_file": str(config.hosts_file) if config.hosts_file else None,
+        "dns_server": config.dns_server,
+    }
+    sys.stderr.write(
+        "WARNING: TEST MODE: callback URL rules are loosened "
+        f"({', '.join(k for k, v in settings.items() if v)}); never run this against a "
+        "network you care about\n"
+    )
+    log_event("warning", message="test mode: callback URL rules loosened", **settings)
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket, url: str) -> None:
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not server.started:
+        if task.done() or time.monotonic() > deadline:
+            server.should_exit = True
+            await task
+            raise SystemExit("the service failed to start (see the log above)")
+        await asyncio.sleep(0.01)
+    print(f"listening on {url}", flush=True)
+    await task
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        faults = Faults(frozenset(args.fault))
+    except UnknownFault as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sock = _bind(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}"
+    args.db.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(args.db, extra_schema=[SCHEMA_SQL])
+    config = Config(
+        db_path=args.db,
+        host=host,
+        port=port,
+        base_url=url,
+        key_prefix=args.key_prefix,
+        latency_ms=args.latency_ms,
+        allow_cidrs=tuple(args.allow_cidr),
+        hosts_file=args.hosts_file,
+        dns_server=args.dns_server,
+        egress=args.egress,
+        faults=faults.enabled,
+        master_secret=load_master_secret(store),
+    )
+    _warn_test_mode(config)
+    if faults.enabled:
+        log_event("warning", message="faults injected", faults=sorted(faults.enabled))
+    service = build_service(config, store)
+    if args.provision is not None:
+        provision(service, args.provision)
+        log_event("provisioned", profile=str(args.provision))
+    app = create_app(service)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # our own JSON request log replaces it
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            server_header=False,
+        )
+    )
+    try:
+        asyncio.run(_serve(server, sock, url))
+    finally:
+        store.close()
+        sock.close()
+    return 0
+
+
+def list_faults() -> int:
+    width = max(len(name) for name in FAULTS)
+    for fault in FAULTS.values():
+        print(f"{fault.name:<{width}}  {fault.requirement_id:<16}  {fault.description}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "faults":
+        return list_faults()
+    return serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""The ASGI application: routes, error rendering, request logs, lifespan.
+
+:func:`build_service` wires the parts (store, auth, generations, webhooks) around one
+:class:`~reference.config.Config`; :func:`create_app` turns them into a Starlette app whose
+lifespan starts and stops the generation worker and the webhook dispatcher.
+
+Error rendering: :class:`~reference.errors.ApiError` → its status and ``{"detail"}``;
+unknown path → 404 JSON; wrong method → 405 JSON with ``Allow``; any other exception →
+a logged 500 JSON (a bug: the tests never expect one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from reference import media
+from reference.auth import Authenticator
+from reference.config import Config
+from reference.console import console_routes
+from reference.errors import ApiError, error_response, render_api_error
+from reference.faults import Faults
+from reference.generations import OPERATIONS, GenerationService, Operation
+from reference.logs import log_event
+from reference.ratelimit import utc_day
+from reference.store import Store
+from reference.tiers import Tiers, load_tiers
+from reference.webhooks import SCHEMA_SQL, WebhookService
+
+__all__ = ["Service", "build_service", "create_app"]
+
+
+@dataclass
+class Service:
+    """The parts of one running service."""
+
+    config: Config
+    faults: Faults
+    store: Store
+    tiers: Tiers
+    authenticator: Authenticator
+    webhooks: WebhookService
+    generations: GenerationService
+
+
+def build_service(config: Config, store: Store | None = None) -> Service:
+    """Open the store (with the webhook tables) and wire every part to ``config``."""
+    faults = Faults(config.faults)
+    store = store or Store(config.db_path, extra_schema=[SCHEMA_SQL])
+    tiers = load_tiers()
+    authenticator = Authenticator(store, config, faults, tiers)
+    webhooks = WebhookService(store, config, faults)
+    generations = GenerationService(store, config, faults, authenticator, webhooks)
+    return Service(config, faults, store, tiers, authenticator, webhooks, generations)
+
+
+class RequestLog:
+    """ASGI middleware: one JSON log line per request; refuses oversized bodies early.
+
+    A Content-Length beyond ``max_body_bytes`` gets 413 before any handler runs, on every
+    path (handlers also bound streamed bodies, see ``reference.bodies``).
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+        state: dict[str, Any] = scope.setdefault("state", {})
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                response = error_response(
+                    413, f"request body too large: the limit is {self.max_body_bytes} bytes"
+                )
+                await response(scope, receive, send_wrapper)
+            else:
+                await self.app(scope, receive, send_wrapper)
+        finally:
+            log_event(
+                "request",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                status=status,
+                ms=round((time.perf_counter() - started) * 1000, 2),
+                key_id=state.get("key_id"),
+                account_id=state.get("account_id"),
+            )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        detail = f"no such path: {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"method {request.method} is not allowed on {request.url.path}"
+    else:
+        detail = str(exc.detail)
+    return error_response(exc.status_code, detail, exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log_event("error", path=request.url.path, error=repr(exc))
+    return error_response(500, "internal error: this is a bug in the reference implementation")
+
+
+def _submit_endpoint(service: Service, operation: Operation) -> Route:
+    async def endpoint(request: Request) -> Response:
+        return await service.generations.submit(request, operation)
+
+    return Route(operation.path, endpoint, methods=["POST"], name=operation.name)
+
+
+def core_routes(service: Service) -> list[BaseRoute]:
+    auth = service.authenticator
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def account_tier(request: Request) -> Response:
+        key = auth.require_key(request, None)
+        record = auth.tier_of(key).record()
+        if service.faults.on("tier-endpoint-wrong-type"):
+            record["requests_per_minute"] = str(record["requests_per_minute"])
+        return JSONResponse(record)
+
+    async def account_usage(request: Request) -> Response:
+        key = auth.require_key(request, None)
+        day = utc_day()
+        rows = service.store.read(
+            "SELECT credits FROM credit_days WHERE account_id = ? AND day = ?",
+            (key.account_id, day),
+        )
+        spent = rows[0]["credits"] if rows else 0
+        keys = [r["id"] for r in service.store.read(
+            "SELECT id FROM api_keys WHERE account_id = ?", (key.account_id,)
+        )]  # fmt: skip
+        cap = auth.tier_of(key).max_credits_per_day
+        return JSONResponse(
+            {
+                "day": day,
+                "credits_used_today": spent,
+                "requests_today": auth.limiter.requests_today(keys),
+                "credits_remaining_today": max(0, cap - spent),
+            }
+        )
+
+    async def output(request: Request) -> Response:
+        name = request.path_params["name"]
+        path = service.generations.output_path(name)
+        if path is None:
+            raise ApiError(404, f"no output named {name!r}")
+        return FileResponse(path, media_type=media.CONTENT_TYPES[path.suffix])
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        *(_submit_endpoint(service, op) for op in OPERATIONS),
+        Route("/v1/generations/{generation_id}", service.generations.get, methods=["GET"]),
+        Route("/v1/account/tier", account_tier, methods=["GET"]),
+        Route("/v1/account/usage", account_usage, methods=["GET"]),
+        Route("/outputs/{name}", output, methods=["GET"]),
+    ]
+
+
+def create_app(service: Service) -> Starlette:
+    """The Starlette app of ``service``; its lifespan runs the worker and the dispatcher."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await service.generations.start()
+        await service.webhooks.start()
+        try:
+            yield
+        finally:
+            # Graceful stop: queued work and pending deliveries stay in the store and
+            # resume at the next start.
+            await service.generations.stop()
+            await service.webhooks.stop()
+
+    app = Starlette(
+        routes=[*core_routes(service), *console_routes(), *service.webhooks.routes()],
+        exception_handlers={
+            ApiError: render_api_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        lifespan=lifespan,
+    )
+    app.state.config = service.config
+    app.state.authenticator = service.authenticator
+    app.state.service = service
+    app.add_middleware(RequestLog, max_body_bytes=service.config.max_body_bytes)
+    return app

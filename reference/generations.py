@@ -1,0 +1,490 @@
+"""Generations: submit (202), read, and the durable worker queue that runs them.
+
+Submit order (spec §4 "Target selection rules"): authenticate, count and scope-check the
+request (``require_key``), check the tier's model categories, validate the body, let the
+webhooks part select and validate the delivery target (404/400 *before* any credit is
+spent), then in one transaction check the concurrency limit and the daily credit cap,
+spend the credits, insert the generation and its binding.
+
+The queue is the ``generations`` table itself: a restart (even after kill -9) reloads
+every ``queued`` or ``running`` row and runs it (again); output files have deterministic
+names, so a re-run overwrites rather than duplicates. The transaction that moves a
+generation to completed, failed or cancelled also refunds credits where due and lets the
+webhooks part enqueue its events, so an event is never lost nor sent for a state that was
+rolled back.
+
+Sandbox contract (ARCHITECTURE.md): ``[sandbox:fail]`` in the prompt fails the
+generation, ``[sandbox:cancel]`` cancels it; either way the credits are refunded (spec §1,
+§6) and ``credits_used`` becomes 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import hmac
+import json
+import math
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from reference import media
+from reference.accounts import now_iso
+from reference.auth import Authenticator, KeyContext
+from reference.bodies import read_json_object
+from reference.config import Config
+from reference.errors import ApiError
+from reference.faults import Faults
+from reference.logs import log_event
+from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
+from reference.store import Store
+
+__all__ = [
+    "OPERATIONS",
+    "DeliveryHooks",
+    "GenerationService",
+    "Operation",
+]
+
+FAIL_MARK = "[sandbox:fail]"
+CANCEL_MARK = "[sandbox:cancel]"
+#: Longest prompt accepted (spec §8: not shown; an interpretation).
+MAX_PROMPT_CHARS = 32_000
+_IN_FLIGHT = ("queued", "running")
+_BATCH = 200
+
+
+class DeliveryHooks(Protocol):
+    """What the generation core needs from the webhooks part (``WebhookService``)."""
+
+    async def select_target(self, body: Mapping[str, Any], key: KeyContext) -> Any: ...
+
+    def record_binding(
+        self, conn: sqlite3.Connection, generation_id: str, binding: Any
+    ) -> None: ...
+
+    def binding_view(self, generation_id: str) -> dict[str, Any] | None: ...
+
+    def enqueue_events(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None: ...
+
+    def wake(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One submit endpoint: its path, scope, generation type and accepted optional fields."""
+
+    path: str
+    name: str
+    scope: str
+    type: str
+    default_model: str
+    string_fields: tuple[str, ...] = ()
+    number_fields: tuple[str, ...] = ()
+    #: Spec §6: events apply to image and video generations; the extensions take no target.
+    accepts_target: bool = True
+
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation("/v1/images/generate", "images.generate", "images:generate", "image", "image-1",
+              string_fields=("size",)),
+    Operation("/v1/images/edit", "images.edit", "images:edit", "image", "image-1",
+              string_fields=("size", "image", "mask")),
+    Operation("/v1/videos/generate", "videos.generate", "videos:generate", "video", "video-1",
+              string_fields=("resolution", "image"), number_fields=("duration",)),
+    Operation("/v1/audio/generate", "audio.generate", "audio:generate", "audio", "audio-1",
+              string_fields=("voice", "format"), number_fields=("duration",),
+              accepts_target=False),
+    Operation("/v1/agents/run", "agents.run", "agent:run", "agent", "agent-1",
+              accepts_target=False),
+)  # fmt: skip
+
+
+def _check_string(body: Mapping[str, Any], field: str) -> str | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, f"`{field}` must be a string, not {_json_type(value)}")
+    if not value.strip():
+        raise ApiError(400, f"`{field}` must not be empty")
+    if len(value) > 2048:
+        raise ApiError(400, f"`{field}` is too long (at most 2048 characters)")
+    return value
+
+
+def _check_number(body: Mapping[str, Any], field: str) -> float | None:
+    value = body.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ApiError(400, f"`{field}` must be a number (seconds), not {_json_type(value)}")
+    if not math.isfinite(value) or value <= 0 or value > 600:
+        raise ApiError(400, f"`{field}` must be a positive number of seconds, at most 600")
+    return value
+
+
+def _json_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+             list: "an array", dict: "an object", type(None): "null"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)
+
+
+def validate_body(operation: Operation, body: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """Prompt, model and accepted optional fields of a submit body, or 400.
+
+    Unknown fields are tolerated (the spec leaves other fields "not shown"); the fields
+    the reference knows are type-checked.
+    """
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise ApiError(400, "`prompt` is required: a non-empty string")
+    if not isinstance(prompt, str):
+        raise ApiError(400, f"`prompt` must be a string, not {_json_type(prompt)}")
+    if not prompt.strip():
+        raise ApiError(400, "`prompt` must not be empty")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ApiError(400, f"`prompt` is too long: at most {MAX_PROMPT_CHARS} characters")
+    model = _check_string(body, "model") or operation.default_model
+    params: dict[str, Any] = {}
+    for field in operation.string_fields:
+        text = _check_string(body, field)
+        if text is not None:
+            params[field] = text
+    for field in operation.number_fields:
+        number = _check_number(body, field)
+        if number is not None:
+            params[field] = number
+    if not operation.accepts_target:
+        for field in ("webhook", "callback_url"):
+            if body.get(field) is not None:
+                raise ApiError(
+                    400,
+                    f"`{field}` is not accepted here: delivery targets apply to image and "
+                    "video generations (spec §6); poll GET /v1/generations/{id} instead",
+                )
+    return prompt, model, params
+
+
+class GenerationService:
+    """Submits, reads and runs generations."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        faults: Faults,
+        authenticator: Authenticator,
+        hooks: DeliveryHooks,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.faults = faults
+        self.auth = authenticator
+        self.hooks = hooks
+        self._heap: list[tuple[float, str]] = []
+        self._queued: set[str] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # --- submit -----------------------------------------------------------------------
+
+    def _spend(self, conn: sqlite3.Connection, key: KeyContext, cost: int, day: str) -> None:
+        """Spend ``cost`` credits of today, or 429 when the daily cap would be passed."""
+        tier = self.auth.tier_of(key)
+        row = conn.execute(
+            "SELECT credits FROM credit_days WHERE account_id = ? AND day = ?",
+            (key.account_id, day),
+        ).fetchone()
+        spent = row["credits"] if row else 0
+        if spent + cost > tier.max_credits_per_day and not self.faults.on(
+            "credit-cap-not-enforced"
+        ):
+            raise rate_limited(
+                f"daily credit cap reached: {spent} of {tier.max_credits_per_day} credits "
+                f"spent today and this request costs {cost}; the cap resets at 00:00 UTC",
+                retry_after_s=seconds_to_utc_midnight(),
+                window=self.auth.limiter.window_state(key.key_id, tier),
+                faults=self.faults,
+            )
+        conn.execute(
+            "INSERT INTO credit_days (account_id, day, credits) VALUES (?, ?, ?) "
+            "ON CONFLICT (account_id, day) DO UPDATE SET credits = credits + excluded.credits",
+            (key.account_id, day, cost),
+        )
+
+    def _check_concurrency(self, conn: sqlite3.Connection, key: KeyContext) -> None:
+        tier = self.auth.tier_of(key)
+        (in_flight,) = conn.execute(
+            "SELECT COUNT(*) FROM generations WHERE account_id = ? AND status IN (?, ?)",
+            (key.account_id, *_IN_FLIGHT),
+        ).fetchone()
+        if in_flight >= tier.concurrent_limit and not self.faults.on("concurrency-not-enforced"):
+            raise rate_limited(
+                f"concurrency limit reached: {in_flight} generations of this account are in "
+                f"flight and the tier allows {tier.concurrent_limit}; retry once one finishes",
+                retry_after_s=max(1.0, self.config.latency_ms / 1000),
+                window=self.auth.limiter.window_state(key.key_id, tier),
+                faults=self.faults,
+            )
+
+    async def submit(self, request: Request, operation: Operation) -> Response:
+        key = await self.auth_key(request, operation.scope)
+        tier = self.auth.tier_of(key)
+        if operation.type not in tier.allowed_model_types:
+            # Spec §2 names allowed_model_types; the status for a category the tier lacks
+            # is not shown: 403 (an interpretation, like a missing scope).
+            raise ApiError(
+                403,
+                f"the tier {tier.plan_code!r} does not include the {operation.type!r} model "
+                f"category (allowed: {', '.join(tier.allowed_model_types)})",
+            )
+        body = await read_json_object(request)
+        cost = self.auth.tiers.prices[operation.type]
+        day = utc_day()
+        early_spend = self.faults.on("credits-spent-before-validation")
+        if early_spend:
+            with self.store.transaction() as conn:
+                self._spend(conn, key, cost, day)
+        prompt, model, params = validate_body(operation, body)
+        binding = await self.hooks.select_target(body, key) if operation.accepts_target else None
+        generation_id = "gen_" + secrets.token_hex(12)
+        created = now_iso()
+        due_at = time.time() + self.config.latency_ms / 1000
+        with self.store.transaction() as conn:
+            self._check_concurrency(conn, key)
+            if not early_spend:
+                self._spend(conn, key, cost, day)
+            conn.execute(
+                "INSERT INTO generations (id, account_id, key_id, type, operation, model, prompt,"
+                " params, status, credits_used, credits_day, due_at, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                (generation_id, key.account_id, key.key_id, operation.type, operation.name,
+                 model, prompt, json.dumps(params), cost, day, due_at, created, created),
+            )  # fmt: skip
+            if binding is not None:
+                self.hooks.record_binding(conn, generation_id, binding)
+        self.schedule(generation_id, due_at)
+        answer: dict[str, Any] = {
+            "id": generation_id,
+            "object": "generation",
+            "status": "queued",
+            "type": operation.type,
+            "model": model,
+            "created_at": created,
+            "webhook": self.hooks.binding_view(generation_id) if binding is not None else None,
+        }
+        if self.faults.on("generation-id-missing"):
+            del answer["id"]
+        status = 200 if self.faults.on("status-200-instead-of-202") else 202
+        return JSONResponse(answer, status_code=status)
+
+    async def auth_key(self, request: Request, scope: str | None) -> KeyContext:
+        return self.auth.require_key(request, scope)
+
+    # --- read -------------------------------------------------------------------------
+
+    def view(self, row: sqlite3.Row, key: KeyContext) -> dict[str, Any]:
+        params = json.loads(row["params"])
+        record: dict[str, Any] = {
+            "id": row["id"],
+            "object": "generation",
+            "type": row["type"],
+            "operation": row["operation"],
+            "model": row["model"],
+            "status": row["status"],
+            "prompt": row["prompt"],
+            **{f: params[f] for f in sorted(params)},
+            "output_url": row["output_url"],
+            "error_message": row["error_message"],
+            "credits_used": row["credits_used"],
+            "created_at": row["created_at"],
+            "updated_at": row["updated_at"],
+            "completed_at": row["completed_at"],
+            "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
+            else None,
+        }  # fmt: skip
+        if self.faults.on("signing-secret-on-v1"):
+            record["signing_secret"] = key.signing_secret
+        return record
+
+    async def get(self, request: Request) -> Response:
+        key = await self.auth_key(request, None)
+        generation_id = request.path_params["generation_id"]
+        rows = self.store.read(
+            "SELECT * FROM generations WHERE id = ? AND account_id = ?",
+            (generation_id, key.account_id),
+        )
+        if not rows:
+            # Another account's generation is indistinguishable from an unknown one.
+            raise ApiError(404, f"no generation {generation_id!r} for this account")
+        return JSONResponse(self.view(rows[0], key))
+
+    # --- worker -----------------------------------------------------------------------
+
+    def output_name(self, generation_id: str, kind: str) -> str:
+        """Unguessable, deterministic file name (a re-run after a crash overwrites it)."""
+        digest = hmac.new(
+            self.config.master_secret.encode(), f"output:{generation_id}".encode(), hashlib.sha256
+        ).hexdigest()[:32]
+        return digest + media.EXTENSIONS[kind]
+
+    def schedule(self, generation_id: str, due_at: float) -> None:
+        if generation_id in self._queued:
+            return
+        self._queued.add(generation_id)
+        heapq.heappush(self._heap, (due_at, generation_id))
+        self._wakeup.set()
+
+    async def start(self) -> None:
+        """Reload the durable queue (work cut short by a crash or stop runs again)."""
+        self.config.output_root.mkdir(parents=True, exist_ok=True)
+        with self.store.transaction() as conn:
+            conn.execute("UPDATE generations SET status = 'queued' WHERE status = 'running'")
+        for row in self.store.read(
+            "SELECT id, due_at FROM generations WHERE status = 'queued' ORDER BY due_at"
+        ):
+            self.schedule(row["id"], row["due_at"])
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name="generation-worker")
+
+    async def stop(self) -> None:
+        """Finish the batch in hand, then stop; queued rows stay queued for the next start."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, timeout=10)
+            except TimeoutError:
+                self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            now = time.time()
+            due: list[str] = []
+            while self._heap and self._heap[0][0] <= now and len(due) < _BATCH:
+                _, generation_id = heapq.heappop(self._heap)
+                self._queued.discard(generation_id)
+                due.append(generation_id)
+            if due:
+                try:
+                    self._process(due)
+                except Exception as exc:  # a bad batch must not stop the worker
+                    log_event("worker_error", error=repr(exc), generations=len(due))
+                    for generation_id in due:  # retry the batch shortly
+                        self.schedule(generation_id, time.time() + 1.0)
+                await asyncio.sleep(0)
+                continue
+            timeout = (self._heap[0][0] - now) if self._heap else 1.0
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout=max(0.0, min(timeout, 1.0)))
+            except TimeoutError:
+                pass
+
+    def _process(self, generation_ids: Sequence[str]) -> None:
+        marks = ",".join("?" for _ in generation_ids)
+        with self.store.transaction() as conn:
+            rows = conn.execute(
+                f"SELECT * FROM generations WHERE id IN ({marks}) AND status = 'queued'",  # noqa: S608
+                list(generation_ids),
+            ).fetchall()
+            stamp = now_iso()
+            conn.executemany(
+                "UPDATE generations SET status = 'running', updated_at = ? WHERE id = ?",
+                [(stamp, row["id"]) for row in rows],
+            )
+        outcomes = [self._run_one(row) for row in rows]
+        notify = False
+        with self.store.transaction() as conn:
+            for row, (status, name, error) in zip(rows, outcomes, strict=True):
+                notify |= self._finish(conn, row, status, name, error)
+        if notify:
+            self.hooks.wake()
+
+    def _run_one(self, row: sqlite3.Row) -> tuple[str, str | None, str | None]:
+        """Produce the output file; returns (status, output name, error message)."""
+        prompt: str = row["prompt"]
+        if CANCEL_MARK in prompt:
+            return "cancelled", None, "cancelled: the prompt asked for it ([sandbox:cancel])"
+        failing = FAIL_MARK in prompt
+        if failing and not self.faults.on("failure-output-url-set"):
+            return "failed", None, "generation failed: the prompt asked for it ([sandbox:fail])"
+        name = self.output_name(row["id"], row["type"])
+        data = media.render(row["type"], row["id"], prompt, row["model"])
+        path = self.config.output_root / name
+        partial = path.with_suffix(path.suffix + ".part")
+        partial.write_bytes(data)
+        os.replace(partial, path)
+        if failing:  # fault failure-output-url-set: a failure that looks like a success
+            return "failed", name, None
+        return "completed", name, None
+
+    def _finish(
+        self,
+        conn: sqlite3.Connection,
+        row: sqlite3.Row,
+        status: str,
+        name: str | None,
+        error: str | None,
+    ) -> bool:
+        credits = row["credits_used"]
+        refund = status in ("failed", "cancelled") and not (
+            status == "failed" and self.faults.on("failed-not-refunded")
+        )
+        if refund and credits:
+            conn.execute(
+                "UPDATE credit_days SET credits = MAX(0, credits - ?) "
+                "WHERE account_id = ? AND day = ?",
+                (credits, row["account_id"], row["credits_day"]),
+            )
+            credits = 0
+        output_url = f"{self.config.base_url}/outputs/{name}" if name else None
+        stamp = now_iso()
+        conn.execute(
+            "UPDATE generations SET status = ?, output_name = ?, output_url = ?, "
+            "error_message = ?, credits_used = ?, updated_at = ?, completed_at = ? WHERE id = ?",
+            (status, name, output_url, error, credits, stamp, stamp, row["id"]),
+        )
+        log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
+        if row["type"] not in ("image", "video"):
+            return False
+        self.hooks.enqueue_events(
+            conn,
+            {
+                "id": row["id"],
+                "account_id": row["account_id"],
+                "key_id": row["key_id"],
+                "type": row["type"],
+                "model": row["model"],
+                "status": status,
+                "output_url": output_url,
+                "error_message": error,
+                "credits_used": credits,
+            },
+        )
+        return True
+
+    # --- paths for the outputs --------------------------------------------------------
+
+    def output_path(self, name: str) -> Path | None:
+        """The file behind ``GET /outputs/{name}``, if it exists."""
+        stem, dot, ext = name.partition(".")
+        if len(stem) != 32 or not all(c in "0123456789abcdef" for c in stem):
+            return None
+        if dot + ext not in media.CONTENT_TYPES:
+            return None
+        path = self.config.output_root / name
+        return path if path.is_file() else None
