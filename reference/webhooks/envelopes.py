@@ -27,6 +27,7 @@ __all__ = [
     "body_bytes",
     "build_envelope",
     "callback_body",
+    "event_data",
     "new_event_id",
     "timestamp_now",
 ]
@@ -68,18 +69,17 @@ def timestamp_now(*, with_offset: bool = True) -> str:
 def event_data(generation: Mapping[str, Any]) -> dict[str, Any]:
     """The ``data`` object of an envelope from CORE's generation record (spec §2).
 
-    The spec's invariants are enforced here rather than trusted: ``output_url`` is null
-    unless the generation completed, ``error_message`` is null when it completed.
+    The values are copied as CORE recorded them (null output_url on failure, null
+    error_message on success, credits_used after any refund): the generation record is
+    CORE's, and the envelope must agree with what GET /v1/generations/{id} shows.
     """
-    status = str(generation["status"])
-    completed = status == "completed"
     return {
         "generation_id": str(generation["id"]),
-        "status": status,
+        "status": str(generation["status"]),
         "type": str(generation["type"]),
         "model": str(generation["model"]),
-        "output_url": generation.get("output_url") if completed else None,
-        "error_message": None if completed else generation.get("error_message"),
+        "output_url": generation.get("output_url"),
+        "error_message": generation.get("error_message"),
         "credits_used": int(generation.get("credits_used") or 0),
     }
 
