@@ -1,0 +1,547 @@
+"""The webhook receiver: one server, a clean path per check, raw capture, deadline waits.
+
+The receiver plays the target URL of spec §6. One threaded server (pytest-httpserver on
+werkzeug) serves every check of a run; each check takes its own :class:`Endpoint` (a
+fresh unguessable path), so checks running side by side never see each other's
+deliveries. An endpoint scripts its replies (a status sequence for the retry rules of
+spec §3, a delay beyond the 10 s per-attempt timeout, a redirect that must not be
+followed, spec §6 Behaviour) and captures what arrived: the raw body bytes (signatures
+are verified on them, spec §6 Signature 3), the headers, and the arrival time taken with
+``time.monotonic()`` inside the handler (pytest-httpserver logs only after the handler
+returns, without times: FACTS-tools.md).
+
+:class:`Canary` listeners catch connections that must never happen: a dual-stack socket
+on ``[::]`` on its own port sees 127.0.0.2, 0.0.0.0, ::1 and mapped forms; a listener on
+127.0.0.2 at the receiver's port sees a name rebound to 127.0.0.2 (FACTS-webhooks-ssrf.md).
+
+Nothing here sleeps to synchronise: waits are on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from .profile import ReceiverProfile
+
+__all__ = [
+    "Canary",
+    "CanaryHit",
+    "Delivery",
+    "DeliveryTimeout",
+    "Endpoint",
+    "Receiver",
+    "ReceiverError",
+    "Reply",
+]
+
+#: Bound on a scripted delay: longer than the spec's 10 s per-attempt timeout (§6) with
+#: room to spare, short enough that a forgotten endpoint cannot hold a thread for long.
+MAX_DELAY_SECONDS: Final = 60.0
+
+
+class DeliveryTimeout(AssertionError):
+    """Fewer deliveries arrived than a check waited for (the message lists what came)."""
+
+
+class ReceiverError(AssertionError):
+    """The receiver's handler failed: a harness error surfaced in the check."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted reply: a status, an optional delay before it, an optional Location."""
+
+    status: int = 200
+    delay: float = 0.0
+    location: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 100 <= self.status <= 599:
+            raise ValueError(f"status {self.status} is not an HTTP status")
+        if not 0 <= self.delay <= MAX_DELAY_SECONDS:
+            raise ValueError(f"delay {self.delay} s is outside 0..{MAX_DELAY_SECONDS}")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One request that reached an endpoint, as received."""
+
+    raw_body: bytes
+    headers: httpx.Headers  # a case-insensitive Mapping[str, str]
+    arrived_at: float  # time.monotonic() on entry to the handler
+    path: str
+    method: str
+    query: str = ""
+    remote_addr: str | None = None
+    replied: Reply = field(default_factory=Reply)
+
+    def json(self) -> Any:
+        """The body parsed as JSON (after signature checks, which use :attr:`raw_body`)."""
+        return json.loads(self.raw_body)
+
+    def summary(self, origin: float) -> str:
+        """One line for failure messages: time, method, event headers, our reply."""
+        parts = [f"+{self.arrived_at - origin:.2f}s {self.method}"]
+        for name in ("x-service-event", "x-service-attempt", "x-service-delivery"):
+            if name in self.headers:
+                parts.append(f"{name}={self.headers[name]}")
+        parts.append(f"{len(self.raw_body)} bytes, replied {self.replied.status}")
+        return " ".join(parts)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "endpoint"
+
+
+class Endpoint:
+    """A fresh path on the receiver for one check; scripts replies and captures deliveries.
+
+    The script is a sequence of :class:`Reply`; delivery *n* gets reply *n*, and the last
+    reply repeats. By default every delivery gets 200.
+    """
+
+    def __init__(self, receiver: Receiver, name: str) -> None:
+        self.receiver = receiver
+        self.name = name
+        self.path = f"/hooks/{_slug(name)}-{secrets.token_hex(8)}"
+        self.created_at = time.monotonic()
+        self._condition = threading.Condition()
+        self._deliveries: list[Delivery] = []
+        self._script: list[Reply] = [Reply(200)]
+        self.errors: list[str] = []
+
+    @property
+    def url(self) -> str:
+        """The URL the IUT is given (the profile's public_url when set)."""
+        return self.receiver.url_for(self.path)
+
+    # -- scripting -------------------------------------------------------------------
+
+    def respond_with(self, replies: Sequence[Reply]) -> Endpoint:
+        if not replies:
+            raise ValueError("give at least one reply")
+        with self._condition:
+            self._script = list(replies)
+        return self
+
+    def respond_with_statuses(self, statuses: Sequence[int]) -> Endpoint:
+        """Reply with these statuses in turn (the last repeats), e.g. ``[500, 500, 200]``."""
+        return self.respond_with([Reply(status) for status in statuses])
+
+    def respond_with_delay(self, seconds: float, then_status: int = 200) -> Endpoint:
+        """Hold every reply *seconds* before answering *then_status* (a slow target)."""
+        return self.respond_with([Reply(then_status, delay=seconds)])
+
+    def redirect_to(self, target: Endpoint | str, status: int = 302) -> Endpoint:
+        """Answer every delivery with a redirect to *target* (spec §6: not followed)."""
+        if not 300 <= status <= 399:
+            raise ValueError(f"{status} is not a redirect status")
+        location = target.url if isinstance(target, Endpoint) else target
+        return self.respond_with([Reply(status, location=location)])
+
+    # -- reading ---------------------------------------------------------------------
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """What arrived so far, in arrival order (a copy)."""
+        with self._condition:
+            return list(self._deliveries)
+
+    def _describe(self, deliveries: Sequence[Delivery]) -> str:
+        if not deliveries:
+            return "nothing arrived"
+        lines = [d.summary(self.created_at) for d in deliveries]
+        return f"{len(deliveries)} arrived: " + "; ".join(lines)
+
+    def wait_for(self, count: int, timeout: float) -> list[Delivery]:
+        """Wait until *count* deliveries arrived (at most *timeout* s); all arrived so far.
+
+        Raises :class:`DeliveryTimeout` naming what did arrive when the deadline passes.
+        """
+        if count < 1 or timeout <= 0:
+            raise ValueError("count must be >= 1 and timeout > 0")
+        deadline = time.monotonic() + timeout
+        with self._condition:
+            while len(self._deliveries) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise DeliveryTimeout(
+                        f"endpoint {self.name!r} ({self.path}): expected {count} "
+                        f"deliveries within {timeout:g} s, {self._describe(self._deliveries)}"
+                    )
+                self._condition.wait(remaining)
+            return list(self._deliveries)
+
+    def assert_quiet(self, for_seconds: float) -> None:
+        """Assert that nothing beyond what already arrived arrives within *for_seconds*.
+
+        Costs the whole window when it passes: use sparingly (e.g. "no 4th attempt").
+        """
+        if not 0 < for_seconds <= MAX_DELAY_SECONDS:
+            raise ValueError(f"for_seconds must be in (0, {MAX_DELAY_SECONDS}]")
+        deadline = time.monotonic() + for_seconds
+        with self._condition:
+            seen = len(self._deliveries)
+            while len(self._deliveries) == seen:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+            extra = self._deliveries[seen:]
+        raise AssertionError(
+            f"endpoint {self.name!r}: expected no further delivery within {for_seconds:g} s "
+            f"after {seen}, but {self._describe(extra)}"
+        )
+
+    def check(self) -> None:
+        """Raise :class:`ReceiverError` if the handler failed for this endpoint."""
+        with self._condition:
+            errors = list(self.errors)
+        if errors:
+            raise ReceiverError(f"receiver handler failed for {self.path}: " + "; ".join(errors))
+
+    def close(self) -> None:
+        """Stop serving this path; later arrivals (late retries) count as strays."""
+        self.receiver._forget(self)
+
+    # -- called by the receiver's handler thread -------------------------------------
+
+    def _arrive(self, delivery_of: Callable[[Reply], Delivery]) -> Delivery:
+        with self._condition:
+            reply = self._script[min(len(self._deliveries), len(self._script) - 1)]
+            delivery = delivery_of(reply)
+            self._deliveries.append(delivery)
+            self._condition.notify_all()
+        return delivery
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.name!r}, {self.path!r}, {len(self.deliveries)} deliveries)"
+
+
+class _Server(HTTPServer):
+    """pytest-httpserver with one dispatcher and no unbounded request log."""
+
+    def __init__(self, host: str, port: int, dispatch: Callable[[Request], Response]) -> None:
+        super().__init__(host=host, port=port, threaded=True)
+        self._dispatch_to = dispatch
+
+    def application(self, request: Request) -> Response:
+        # The base class appends every (request, response) to self.log, which grows for
+        # the whole run; the receiver keeps its own per-endpoint captures instead.
+        return self._dispatch_to(request)
+
+
+class Receiver:
+    """The run's webhook receiver, bound as the profile's ``[receiver]`` says."""
+
+    def __init__(self, config: ReceiverProfile | None = None) -> None:
+        self.config = config or ReceiverProfile()
+        self._lock = threading.Lock()
+        self._endpoints: dict[str, Endpoint] = {}
+        self._stopping = threading.Event()
+        self.strays: list[Delivery] = []
+        self.errors: list[str] = []
+        self._server = _Server(self.config.listen_host, self.config.listen_port, self._handle)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Receiver:
+        # werkzeug logs one line per request to stderr; the captures are the record.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes delayed replies
+        if self._server.is_running():
+            self._server.stop()
+
+    def __enter__(self) -> Receiver:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def host(self) -> str:
+        return str(self.config.listen_host)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.port)
+
+    def url_for(self, path: str) -> str:
+        """The URL of *path* as the IUT reaches it (public_url when the profile sets one)."""
+        if self.config.public_url:
+            return self.config.public_url.rstrip("/") + path
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{path}"
+
+    # -- endpoints -------------------------------------------------------------------
+
+    def endpoint(self, name: str | None = None) -> Endpoint:
+        """A fresh endpoint with its own unguessable path."""
+        created = Endpoint(self, name or "endpoint")
+        with self._lock:
+            self._endpoints[created.path] = created
+        return created
+
+    def _forget(self, endpoint: Endpoint) -> None:
+        with self._lock:
+            self._endpoints.pop(endpoint.path, None)
+
+    def check(self) -> None:
+        """Raise :class:`ReceiverError` if the handler failed outside any endpoint."""
+        with self._lock:
+            errors = list(self.errors)
+        if errors:
+            raise ReceiverError("receiver handler failed: " + "; ".join(errors))
+
+    # -- the handler (server threads) ------------------------------------------------
+
+    def _path_of(self, request: Request) -> str:
+        # With a public_url that has a base path (a tunnel), strip it back off.
+        base = urlsplit(self.config.public_url).path.rstrip("/") if self.config.public_url else ""
+        path = str(request.path)
+        return path[len(base) :] if base and path.startswith(base + "/") else path
+
+    def _handle(self, request: Request) -> Response:
+        arrived_at = time.monotonic()  # first thing: the arrival time (spec §3 backoff)
+        endpoint: Endpoint | None = None
+        try:
+            path = self._path_of(request)
+            raw_body = request.get_data(cache=True)
+            headers = httpx.Headers(list(request.headers.items()))
+
+            def delivery_of(reply: Reply) -> Delivery:
+                return Delivery(
+                    raw_body=raw_body,
+                    headers=headers,
+                    arrived_at=arrived_at,
+                    path=path,
+                    method=str(request.method),
+                    query=request.query_string.decode("latin-1"),
+                    remote_addr=request.remote_addr,
+                    replied=reply,
+                )
+
+            with self._lock:
+                endpoint = self._endpoints.get(path)
+            if endpoint is None:
+                # A late retry for a finished check, or a request nobody asked for.
+                stray = delivery_of(Reply(404))
+                with self._lock:
+                    self.strays.append(stray)
+                return Response("no such endpoint\n", status=404, mimetype="text/plain")
+            delivery = endpoint._arrive(delivery_of)
+            reply = delivery.replied
+            if reply.delay:
+                self._stopping.wait(reply.delay)
+            headers_out = {"Location": reply.location} if reply.location else {}
+            return Response("ok\n", status=reply.status, headers=headers_out, mimetype="text/plain")
+        except Exception as exc:  # surfaced in the check through Endpoint.check()
+            message = f"{type(exc).__name__}: {exc}"
+            if endpoint is not None:
+                with endpoint._condition:
+                    endpoint.errors.append(message)
+            else:
+                with self._lock:
+                    self.errors.append(message)
+            return Response("receiver error\n", status=500, mimetype="text/plain")
+
+
+# -- canaries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CanaryHit:
+    """A connection to a canary: a callback that should have been refused was dialled."""
+
+    listener: str  # "dual-stack" or "rebind"
+    peer: str
+    local: str
+    arrived_at: float
+    request_line: str | None = None  # None until (unless) an HTTP request line was read
+
+
+_CANARY_REPLY: Final = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 7\r\n"
+    b"Connection: close\r\n\r\ncanary\n"
+)
+
+
+class _Listener:
+    """One listening socket served by one thread: bounded, whatever connects to it."""
+
+    def __init__(self, canary: Canary, label: str, sock: socket.socket) -> None:
+        self.canary = canary
+        self.label = label
+        self.sock = sock
+        self.sock.settimeout(0.1)  # the accept loop checks for stop at this period
+        self.thread = threading.Thread(target=self._run, name=f"canary-{label}", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    def _run(self) -> None:
+        while not self.canary._stopping.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed by stop()
+            with conn:
+                index = self.canary._record(
+                    CanaryHit(
+                        listener=self.label,
+                        peer=str(peer[0]),
+                        local=str(conn.getsockname()[0]),
+                        arrived_at=time.monotonic(),
+                    )
+                )
+                conn.settimeout(2.0)
+                data = b""
+                try:
+                    while b"\r\n" not in data and len(data) < 8192:
+                        chunk = conn.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if b"\r\n" in data:
+                        line = data.split(b"\r\n", 1)[0].decode("latin-1")[:300]
+                        self.canary._complete(index, line)
+                        conn.sendall(_CANARY_REPLY)
+                except OSError:
+                    pass  # the peer went away; the hit is recorded already
+
+
+class Canary:
+    """Listeners that must never be reached; :attr:`hits` must stay empty.
+
+    * ``dual-stack``: ``[::]`` with IPV6_V6ONLY off, on its own port, so 127.0.0.2,
+      0.0.0.0, ::1 and IPv4-mapped forms all land here (:meth:`url`).
+    * ``rebind``: 127.0.0.2 at the receiver's port (:meth:`rebind_url`), for a callback
+      host that is later rebound from the receiver's address to 127.0.0.2.
+    """
+
+    def __init__(self, rebind_port: int | None = None, rebind_host: str = "127.0.0.2") -> None:
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._hits: list[CanaryHit] = []
+        self._listeners: list[_Listener] = []
+        self.rebind_host = rebind_host
+        self._rebind_port = rebind_port
+        self.dual_stack_v6 = True
+
+    def start(self) -> Canary:
+        try:
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            sock.bind(("::", 0))
+        except OSError:
+            # No IPv6 on this host: IPv4 wildcard still catches 127.0.0.2 and 0.0.0.0.
+            self.dual_stack_v6 = False
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("0.0.0.0", 0))  # noqa: S104 (a canary must see every local address)
+        sock.listen(16)
+        self._listeners.append(_Listener(self, "dual-stack", sock))
+        if self._rebind_port is not None:
+            rebind = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            rebind.bind((self.rebind_host, self._rebind_port))
+            rebind.listen(16)
+            self._listeners.append(_Listener(self, "rebind", rebind))
+        for listener in self._listeners:
+            listener.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for listener in self._listeners:
+            listener.sock.close()
+        for listener in self._listeners:
+            listener.thread.join(timeout=5)
+
+    def __enter__(self) -> Canary:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The dual-stack listener's port."""
+        return self._listeners[0].port
+
+    @property
+    def rebind_port(self) -> int | None:
+        return self._listeners[1].port if len(self._listeners) > 1 else None
+
+    def url(self, host: str = "127.0.0.2", path: str = "/canary") -> str:
+        """A URL on the dual-stack listener through *host* (e.g. ``127.0.0.2``, ``::1``)."""
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}{path}"
+
+    def rebind_url(self, path: str = "/canary") -> str:
+        if self.rebind_port is None:
+            raise RuntimeError("this canary has no rebind listener (no receiver port given)")
+        return f"http://{self.rebind_host}:{self.rebind_port}{path}"
+
+    # -- hits ------------------------------------------------------------------------
+
+    def _record(self, hit: CanaryHit) -> int:
+        with self._lock:
+            self._hits.append(hit)
+            self._lock.notify_all()
+            return len(self._hits) - 1
+
+    def _complete(self, index: int, request_line: str) -> None:
+        with self._lock:
+            hit = self._hits[index]
+            self._hits[index] = CanaryHit(
+                hit.listener, hit.peer, hit.local, hit.arrived_at, request_line
+            )
+
+    @property
+    def hits(self) -> list[CanaryHit]:
+        with self._lock:
+            return list(self._hits)
+
+    def mark(self) -> int:
+        """A position in the hit list; :meth:`hits_since` gives what came after it."""
+        with self._lock:
+            return len(self._hits)
+
+    def hits_since(self, mark: int) -> list[CanaryHit]:
+        with self._lock:
+            return list(self._hits[mark:])
+
+    def wait_for_hits(self, count: int, timeout: float, *, since: int = 0) -> list[CanaryHit]:
+        """Wait (with a deadline) until *count* hits arrived after *since*."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self._hits) - since < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"expected {count} canary hits within {timeout:g} s, "
+                        f"got {len(self._hits) - since}"
+                    )
+                self._lock.wait(remaining)
+            return list(self._hits[since:])
