@@ -1,0 +1,170 @@
+"""Running the reference implementation as a process, and small HTTP helpers for its tests.
+
+Fixtures built on these live in ``tests/reference/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+STARTUP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 15.0
+_LISTENING = re.compile(r"^listening on (http://\S+)$")
+
+
+@dataclass
+class RunningReference:
+    """One reference service process and what it provisioned."""
+
+    directory: Path
+    process: subprocess.Popen[str]
+    base_url: str
+    profile: dict[str, Any]
+    stderr_path: Path
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def db_path(self) -> Path:
+        return self.directory / "store.sqlite3"
+
+    def key(self, role: str) -> str:
+        """The raw API key of a profile role (e.g. ``primary``, ``low-limit``)."""
+        value: str = self.profile["keys"][role]["key"]
+        return value
+
+    def key_id(self, role: str) -> str:
+        value: str = self.profile["keys"][role]["key_id"]
+        return value
+
+    def session(self, name: str = "primary") -> str:
+        """The console JWT of a provisioned session (``primary`` or ``second``)."""
+        value: str = self.profile["sessions"][name]["token"]
+        return value
+
+    def client(self, timeout: float = 10.0) -> httpx.Client:
+        """An httpx client on the service (closed with the service)."""
+        client = httpx.Client(base_url=self.base_url, timeout=timeout, trust_env=False)
+        self.clients.append(client)
+        return client
+
+    def stderr_text(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop the process (SIGTERM: graceful; SIGKILL: a crash); returns its status."""
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+def start_reference(
+    directory: Path,
+    *,
+    faults: Sequence[str] = (),
+    args: Sequence[str] = (),
+    provision: bool = True,
+) -> RunningReference:
+    """Start ``python -m reference serve`` with its state in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable, "-m", "reference", "serve", "--port", "0",
+        "--db", str(directory / "store.sqlite3"), "--allow-cidr", "127.0.0.1/32",
+    ]  # fmt: skip
+    if provision:
+        argv += ["--provision", str(directory / "profile.toml")]
+    for fault in faults:
+        argv += ["--fault", fault]
+    argv += list(args)
+    stderr_path = directory / f"stderr-{time.monotonic_ns()}.log"
+    with stderr_path.open("w", encoding="utf-8") as stderr:
+        process = subprocess.Popen(  # noqa: S603 - our interpreter, fixed arguments
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=drain, daemon=True, name="reference-stdout").start()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    base_url = None
+    while base_url is None:
+        remaining = deadline - time.monotonic()
+        try:
+            line = lines.get(timeout=max(0.01, remaining))
+        except queue.Empty:
+            line = ""
+        if line is None or remaining <= 0:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_S)
+            raise RuntimeError(
+                f"reference did not start (status {process.returncode}):\n"
+                + stderr_path.read_text(encoding="utf-8", errors="replace")[-3000:]
+            )
+        match = _LISTENING.match(line)
+        if match:
+            base_url = match.group(1)
+    profile: dict[str, Any] = {}
+    if provision:
+        profile = tomllib.loads((directory / "profile.toml").read_text(encoding="utf-8"))
+    return RunningReference(directory, process, base_url, profile, stderr_path)
+
+
+def wait_for_status(
+    client: httpx.Client,
+    key: str,
+    generation_id: str,
+    statuses: Sequence[str] = ("completed", "failed", "cancelled"),
+    timeout_s: float = 15.0,
+) -> dict[str, Any]:
+    """Poll GET /v1/generations/{id} until its status is one of ``statuses`` (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        response = client.get(
+            f"/v1/generations/{generation_id}", headers={"Authorization": f"Bearer {key}"}
+        )
+        assert response.status_code == 200, response.text
+        last = response.json()
+        if last["status"] in statuses:
+            return last
+        time.sleep(0.05)  # polling interval, not synchronisation: the deadline bounds it
+    raise AssertionError(
+        f"generation {generation_id} still {last.get('status')!r} after {timeout_s}s"
+    )
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
