@@ -1,0 +1,26 @@
+"""The conformance checks: one pytest test per checkable fact, each citing its requirements.
+
+Run them with ``genapi-conformance run`` or ``pytest --pyargs conformance.checks --profile
+FILE``. Where a new check goes and how it is written:
+
+* **One file per area and aspect**, named ``test_<area>_<aspect>.py`` (``test_tier.py``,
+  ``test_sig_hmac.py``, ``test_url_private.py``); no module over ~600 lines.
+* **Names you can grep**: ``test_<subject>_<condition>_<expected>``, e.g.
+  ``test_tier_with_api_key_returns_tier_record``; parametrised cases get readable ids
+  (``id="callback-private-10.0.0.1-400"``).
+* **Cite every requirement the check proves** with
+  ``@pytest.mark.requirement("TIER-READ-01", ...)``: ids from
+  ``conformance/requirements.yaml``. Collection fails on an unknown id, and on a check
+  here that cites none. A failed check of an ``INTERPRETATION`` only warns.
+* **A one-sentence docstring** says what the check proves.
+* **Send the request under test by hand** through the ``api`` fixture
+  (``api.request(method, path, role=..., json=...)``): the exact method, path, headers and
+  body, so a failure shows what was sent. Helpers only set things up (create a webhook,
+  wait for deliveries); assertion messages say what was expected and what was seen.
+* **Never sleep to synchronise**: wait for an event with a deadline
+  (``endpoint.wait_for(count, timeout)``).
+* **A capability the profile lacks is a skip, never a failure**:
+  ``pytest.skip("needs <capability>: <what to add to the profile>")``; ``profile.key(role)``
+  raises a skip by itself, and the ``needs`` markers (``dns``, ``console``, ``adapter``,
+  ``destructive``) and the catalog's ``needs`` skip automatically.
+"""

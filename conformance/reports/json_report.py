@@ -1,0 +1,64 @@
+"""``results.json``: the run's verdicts per requirement, with references to the evidence."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from conformance.verdicts import RunVerdicts, check_verdict
+
+if TYPE_CHECKING:
+    from conformance.reports import RunInfo
+
+__all__ = ["FORMAT", "results_document"]
+
+#: Bumped when a consumer of ``results.json`` would have to change.
+FORMAT = "genapi-conformance/results/1"
+
+
+def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
+    """The JSON document: run metadata, counts, one entry per requirement, the checks.
+
+    A requirement's ``evidence`` names its checks by node id and the exchanges of each by
+    index into that check's ``exchanges`` list under ``checks``.
+    """
+    requirements = []
+    for rv in verdicts.requirements:
+        requirement = rv.requirement
+        requirements.append(
+            {
+                "id": requirement.id,
+                "area": requirement.area,
+                "section": requirement.section,
+                "heading": requirement.heading,
+                "level": requirement.level.value,
+                "verdict": rv.verdict.value,
+                "reason": rv.reason,
+                "evidence": [
+                    {
+                        "check": check.nodeid,
+                        "outcome": check.outcome.value,
+                        "verdict": check_verdict(check.outcome, requirement.level).value,
+                        "exchanges": list(range(len(check.exchanges))),
+                    }
+                    for check in rv.checks
+                ],
+            }
+        )
+    return {
+        "format": FORMAT,
+        "suite_version": info.suite_version,
+        "spec_version": info.spec_version,
+        "api_version": info.api_version,
+        "profile": {
+            "name": info.profile_name,
+            "sha256": info.profile_sha256,
+            "base_url": info.base_url,
+        },
+        "started_at": info.started_at.isoformat(),
+        "finished_at": info.finished_at.isoformat(),
+        "duration_seconds": round((info.finished_at - info.started_at).total_seconds(), 3),
+        "ok": verdicts.ok,
+        "counts": {verdict.value: count for verdict, count in verdicts.counts().items()},
+        "requirements": requirements,
+        "checks": [check.to_dict() for check in verdicts.checks],
+    }
