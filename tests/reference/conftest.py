@@ -21,11 +21,11 @@ Run through ``bash scripts/test tests/reference`` (a loopback-only network names
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from running_reference import RunningReference, start_reference
+from running_reference import ReferenceFactory, RunningReference, start_reference
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +36,6 @@ def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runni
         yield running
     finally:
         running.stop()
-
-
-ReferenceFactory = Callable[..., RunningReference]
 
 
 @pytest.fixture

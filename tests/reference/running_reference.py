@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,8 +148,13 @@ def wait_for_status(
     generation_id: str,
     statuses: Sequence[str] = ("completed", "failed", "cancelled"),
     timeout_s: float = 15.0,
+    interval_s: float = 0.05,
 ) -> dict[str, Any]:
-    """Poll GET /v1/generations/{id} until its status is one of ``statuses`` (bounded)."""
+    """Poll GET /v1/generations/{id} until its status is one of ``statuses`` (bounded).
+
+    Each poll is a /v1 request and counts against the key's rate limit: use a longer
+    ``interval_s`` with low-limit keys.
+    """
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
     while time.monotonic() < deadline:
@@ -160,7 +165,7 @@ def wait_for_status(
         last = response.json()
         if last["status"] in statuses:
             return last
-        time.sleep(0.05)  # polling interval, not synchronisation: the deadline bounds it
+        time.sleep(interval_s)  # polling interval, not synchronisation: the deadline bounds it
     raise AssertionError(
         f"generation {generation_id} still {last.get('status')!r} after {timeout_s}s"
     )
@@ -168,3 +173,7 @@ def wait_for_status(
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+#: The type of the ``reference_factory`` fixture.
+ReferenceFactory = Callable[..., RunningReference]

@@ -1,0 +1,139 @@
+"""Tier limits: per-key minute and day limits, concurrency, the daily credit cap, 429s."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from running_reference import ReferenceFactory, bearer, wait_for_status
+
+from reference.errors import ApiError
+from reference.faults import Faults
+from reference.ratelimit import RateLimiter, seconds_to_utc_midnight
+from reference.store import Store
+from reference.tiers import Tier, load_tiers
+
+LOW = load_tiers().get("low-limit")
+PRICES = load_tiers().prices
+
+
+def assert_rate_limited(response: httpx.Response, *, limit: int) -> int:
+    """Spec §7: 429 with Retry-After, X-RateLimit-Limit/-Remaining/-Reset, JSON detail."""
+    assert response.status_code == 429, response.text
+    retry_after = response.headers["Retry-After"]
+    assert retry_after.isdigit() and int(retry_after) >= 1
+    assert int(response.headers["X-RateLimit-Limit"]) == limit
+    assert int(response.headers["X-RateLimit-Remaining"]) >= 0
+    reset = int(response.headers["X-RateLimit-Reset"])
+    assert time.time() - 1 <= reset <= time.time() + 61
+    assert isinstance(response.json()["detail"], str) and response.json()["detail"]
+    return int(retry_after)
+
+
+def test_minute_limit_gives_429_with_headers(reference_factory: ReferenceFactory) -> None:
+    service = reference_factory()
+    client = service.client()
+    key = bearer(service.key("low-limit"))
+    # Every /v1 request counts, whatever the endpoint (spec §8).
+    for n in range(LOW.requests_per_minute):
+        path = "/v1/account/tier" if n % 2 else "/v1/generations/gen_nothing"
+        assert client.get(path, headers=key).status_code in (200, 404)
+    refused = client.get("/v1/account/tier", headers=key)
+    retry_after = assert_rate_limited(refused, limit=LOW.requests_per_minute)
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
+    assert retry_after <= 60
+    # The limit is per key: another account's key is unaffected.
+    assert client.get("/v1/account/tier", headers=bearer(service.key("primary"))).status_code == 200
+
+
+def test_concurrency_limit_gives_429(reference_factory: ReferenceFactory) -> None:
+    service = reference_factory(args=["--latency-ms", "1500"])
+    client = service.client()
+    key = service.key("low-limit")
+    accepted = [
+        client.post("/v1/images/generate", headers=bearer(key), json={"prompt": f"c{n}"})
+        for n in range(LOW.concurrent_limit)
+    ]
+    assert [r.status_code for r in accepted] == [202] * LOW.concurrent_limit
+    refused = client.post("/v1/images/generate", headers=bearer(key), json={"prompt": "one more"})
+    assert_rate_limited(refused, limit=LOW.requests_per_minute)
+    assert "concurrency" in refused.json()["detail"]
+    for response in accepted:
+        wait_for_status(client, key, response.json()["id"], interval_s=0.5)
+    again = client.post("/v1/images/generate", headers=bearer(key), json={"prompt": "after"})
+    assert again.status_code == 202
+
+
+def test_credit_cap_gives_429_until_midnight_and_refunds_count(
+    reference_factory: ReferenceFactory,
+) -> None:
+    service = reference_factory(args=["--latency-ms", "50"])
+    client = service.client()
+    key = service.key("low-limit")
+    usage = lambda: client.get("/v1/account/usage", headers=bearer(key)).json()  # noqa: E731
+    video = PRICES["video"]
+    assert LOW.max_credits_per_day // video >= 2
+    # A failed generation refunds its credits (spec §1).
+    failed = client.post(
+        "/v1/videos/generate", headers=bearer(key), json={"prompt": "[sandbox:fail]"}
+    )
+    assert failed.status_code == 202
+    assert usage()["credits_used_today"] == video
+    wait_for_status(client, key, failed.json()["id"], interval_s=0.3)
+    assert usage()["credits_used_today"] == 0
+    # Spend up to the cap, one generation at a time.
+    spent = 0
+    while spent + video <= LOW.max_credits_per_day:
+        response = client.post("/v1/videos/generate", headers=bearer(key), json={"prompt": "v"})
+        assert response.status_code == 202, response.text
+        spent += video
+        wait_for_status(client, key, response.json()["id"], interval_s=0.3)
+    assert usage()["credits_used_today"] == spent
+    refused = client.post("/v1/videos/generate", headers=bearer(key), json={"prompt": "over"})
+    retry_after = assert_rate_limited(refused, limit=LOW.requests_per_minute)
+    assert "credit" in refused.json()["detail"]
+    # Retry-After points at 00:00 UTC, when the cap resets (spec §8).
+    assert abs(retry_after - seconds_to_utc_midnight()) <= 5
+    assert usage()["credits_used_today"] == spent
+    assert usage()["credits_remaining_today"] == LOW.max_credits_per_day - spent
+
+
+def _tier(rpm: int, rpd: int) -> Tier:
+    return Tier("test", rpm, rpd, 1, 1, ("image",))
+
+
+def test_day_limit_gives_429_until_midnight(tmp_path: Path) -> None:
+    limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
+    tier = _tier(rpm=100, rpd=3)
+    for _ in range(3):
+        limiter.admit("key_a", tier)
+    with pytest.raises(ApiError) as refused:
+        limiter.admit("key_a", tier)
+    assert refused.value.status == 429
+    assert abs(int(refused.value.headers["Retry-After"]) - seconds_to_utc_midnight()) <= 2
+    limiter.admit("key_b", tier)  # per key
+    assert limiter.requests_today(["key_a", "key_b"]) == 4
+
+
+def test_day_count_survives_a_new_limiter(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    tier = _tier(rpm=100, rpd=2)
+    RateLimiter(store, Faults()).admit("key_a", tier)
+    RateLimiter(store, Faults()).admit("key_a", tier)
+    with pytest.raises(ApiError):
+        RateLimiter(store, Faults()).admit("key_a", tier)
+
+
+def test_refused_requests_do_not_count(tmp_path: Path) -> None:
+    limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
+    tier = _tier(rpm=2, rpd=100)
+    limiter.admit("key_a", tier)
+    limiter.admit("key_a", tier)
+    for _ in range(5):
+        with pytest.raises(ApiError):
+            limiter.admit("key_a", tier)
+    assert limiter.requests_today(["key_a"]) == 2
+    state = limiter.window_state("key_a", tier)
+    assert state.remaining == 0 and state.limit == 2
