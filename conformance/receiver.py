@@ -40,6 +40,7 @@ from .profile import ReceiverProfile
 __all__ = [
     "Canary",
     "CanaryHit",
+    "CanaryView",
     "Delivery",
     "DeliveryTimeout",
     "Endpoint",
@@ -532,6 +533,10 @@ class Canary:
         with self._lock:
             return list(self._hits[mark:])
 
+    def view(self) -> CanaryView:
+        """This canary as one check sees it: only the hits from now on."""
+        return CanaryView(self, self.mark())
+
     def wait_for_hits(self, count: int, timeout: float, *, since: int = 0) -> list[CanaryHit]:
         """Wait (with a deadline) until *count* hits arrived after *since*."""
         deadline = time.monotonic() + timeout
@@ -545,3 +550,42 @@ class Canary:
                     )
                 self._lock.wait(remaining)
             return list(self._hits[since:])
+
+
+class CanaryView:
+    """The run's canary as seen by one check: :attr:`hits` counts from the check's start."""
+
+    def __init__(self, canary: Canary, since: int) -> None:
+        self.canary = canary
+        self.since = since
+
+    @property
+    def hits(self) -> list[CanaryHit]:
+        return self.canary.hits_since(self.since)
+
+    @property
+    def port(self) -> int:
+        return self.canary.port
+
+    @property
+    def rebind_port(self) -> int | None:
+        return self.canary.rebind_port
+
+    def url(self, host: str = "127.0.0.2", path: str = "/canary") -> str:
+        return self.canary.url(host, path)
+
+    def rebind_url(self, path: str = "/canary") -> str:
+        return self.canary.rebind_url(path)
+
+    def wait_for_hits(self, count: int, timeout: float) -> list[CanaryHit]:
+        return self.canary.wait_for_hits(count, timeout, since=self.since)
+
+    def assert_no_hits(self) -> None:
+        """Fail naming every connection a canary saw since the check started."""
+        hits = self.hits
+        if hits:
+            seen = "; ".join(
+                f"{h.listener} from {h.peer} to {h.local}: {h.request_line or '(no request)'}"
+                for h in hits
+            )
+            raise AssertionError(f"a canary was reached ({len(hits)} connections): {seen}")
