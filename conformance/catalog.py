@@ -137,9 +137,7 @@ class Catalog:
 
     def __post_init__(self) -> None:
         # The loader has already rejected duplicates; this mapping is the lookup index.
-        object.__setattr__(
-            self, "_by_id", MappingProxyType({r.id: r for r in self.requirements})
-        )
+        object.__setattr__(self, "_by_id", MappingProxyType({r.id: r for r in self.requirements}))
 
     def __iter__(self) -> Iterator[Requirement]:
         return iter(self.requirements)
@@ -177,9 +175,7 @@ class Catalog:
 
     def by_level(self) -> dict[Level, tuple[Requirement, ...]]:
         """Requirements grouped by level (every level present, possibly empty)."""
-        return {
-            level: tuple(r for r in self.requirements if r.level is level) for level in Level
-        }
+        return {level: tuple(r for r in self.requirements if r.level is level) for level in Level}
 
     def unknown(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` that the catalog does not hold, once each, in order."""
