@@ -1,0 +1,223 @@
+"""The fixture modules give a check its profile, a recording client, a fresh endpoint,
+canaries and DNS, and skip with the fix when the profile lacks a capability."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from conformance.fixtures import PLUGINS
+
+pytest_plugins = ["pytester"]
+
+KEY = "gk_FIXTUREcanary0primary0key00001"
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwIn0.FIXTUREcanary0token"
+
+
+def profile_text(base_url: str, extra: str = "", adapter: str = "none") -> str:
+    return f"""
+base_url = "{base_url}"
+key_prefix = "gk"
+adapter = "{adapter}"
+[keys.primary]
+key = "{KEY}"
+scopes = ["images:generate"]
+[sessions.primary]
+token = "{TOKEN}"
+{extra}
+"""
+
+
+@pytest.fixture
+def iut(httpserver: HTTPServer) -> HTTPServer:
+    """A stand-in IUT that echoes the Authorization header it got (a careless echo)."""
+
+    def echo(request: Request) -> Response:
+        body = json.dumps({"authorization": request.headers.get("Authorization")})
+        return Response(body, status=200, content_type="application/json")
+
+    httpserver.expect_request("/v1/echo").respond_with_handler(echo)
+    return httpserver
+
+
+def run(
+    pytester: pytest.Pytester, profile: str | None, test_source: str, *args: str
+) -> pytest.RunResult:
+    pytester.makefile(".ini", pytest="[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_source)
+    plugin_args = [arg for name in PLUGINS for arg in ("-p", name)]
+    if profile is not None:
+        path = pytester.path / "profile.toml"
+        path.write_text(profile, encoding="utf-8")
+        plugin_args += ["--profile", str(path)]
+    return pytester.runpytest(*plugin_args, "-p", "no:cacheprovider", "-rs", *args)
+
+
+RECORDING = f"""
+import json
+from conformance.client import EXCHANGES_KEY
+
+def test_echo(api, request, redactor):
+    response = api.request("GET", "/v1/echo")
+    assert response.json()["authorization"] == "Bearer {KEY}"
+    exchanges = request.node.stash[EXCHANGES_KEY]
+    assert len(exchanges) == 1
+    text = json.dumps(exchanges[0].to_dict()) + exchanges[0].as_curl()
+    assert "{KEY}" not in text
+    assert "[redacted:keys.primary.key]" in text
+    assert redactor.knows("{TOKEN}")
+
+def test_each_check_has_its_own_record(api, make_api, request):
+    assert request.node.stash[EXCHANGES_KEY] == []
+    other = make_api(budget=1)
+    other.request("GET", "/v1/echo", role="none")
+    assert len(request.node.stash[EXCHANGES_KEY]) == 1
+"""
+
+
+def test_api_records_redacted_exchanges_into_the_stash(
+    pytester: pytest.Pytester, iut: HTTPServer
+) -> None:
+    result = run(pytester, profile_text(iut.url_for("").rstrip("/")), RECORDING)
+    result.assert_outcomes(passed=2)
+    assert KEY not in result.stdout.str()
+
+
+def test_missing_profile_is_a_setup_error_saying_how(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GENAPI_PROFILE", raising=False)
+    result = run(pytester, None, "def test_x(profile):\n    pass\n")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*no target profile: pass --profile PATH or set GENAPI_PROFILE*"])
+
+
+def test_profile_from_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = pytester.path / "env-profile.toml"
+    path.write_text(profile_text("http://127.0.0.1:9"), encoding="utf-8")
+    monkeypatch.setenv("GENAPI_PROFILE", str(path))
+    source = "def test_x(profile):\n    assert profile.base_url == 'http://127.0.0.1:9'\n"
+    run(pytester, None, source).assert_outcomes(passed=1)
+
+
+def test_adapter_none_skips_with_the_fix(pytester: pytest.Pytester) -> None:
+    result = run(pytester, profile_text("http://127.0.0.1:9"), "def test_x(adapter):\n    pass\n")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(['*needs adapter: set adapter = "reference" in the profile*'])
+
+
+def test_adapter_reference_is_given(pytester: pytest.Pytester) -> None:
+    source = (
+        "from conformance.adapters import ReferenceAdapter\n"
+        "def test_x(adapter):\n    assert isinstance(adapter, ReferenceAdapter)\n"
+    )
+    profile = profile_text("http://127.0.0.1:9", adapter="reference")
+    run(pytester, profile, source).assert_outcomes(passed=1)
+
+
+ENDPOINTS = """
+import httpx
+
+seen = []
+
+def test_first(endpoint, receiver):
+    seen.append(endpoint.path)
+    assert "test-first" in endpoint.path
+    assert endpoint.url.startswith(f"http://127.0.0.1:{receiver.port}/hooks/")
+    with httpx.Client(trust_env=False, timeout=5) as client:
+        assert client.post(endpoint.url, content=b"a").status_code == 200
+    assert endpoint.wait_for(1, timeout=5)[0].raw_body == b"a"
+
+def test_second(endpoint, make_endpoint):
+    other = make_endpoint("other")
+    assert endpoint.path != other.path
+    assert endpoint.path not in seen and endpoint.deliveries == []
+
+def test_canary_view_starts_empty(canary):
+    with httpx.Client(trust_env=False, timeout=5) as client:
+        client.get(canary.url("127.0.0.2"))
+    canary.wait_for_hits(1, timeout=5)
+    try:
+        canary.assert_no_hits()
+    except AssertionError as error:
+        assert "dual-stack" in str(error)
+    else:
+        raise AssertionError("a hit was not reported")
+
+def test_canary_next_check_sees_no_earlier_hits(canary, receiver):
+    assert canary.hits == []
+    assert canary.rebind_port == receiver.port
+    canary.assert_no_hits()
+"""
+
+
+def test_endpoints_are_fresh_per_check_and_canaries_per_check(pytester: pytest.Pytester) -> None:
+    result = run(pytester, profile_text("http://127.0.0.1:9"), ENDPOINTS)
+    result.assert_outcomes(passed=4)
+
+
+def test_endpoint_handler_error_is_a_teardown_error(pytester: pytest.Pytester) -> None:
+    source = """
+import httpx
+
+def test_x(endpoint):
+    def explode(_):
+        raise RuntimeError("handler exploded")
+    endpoint._arrive = explode
+    with httpx.Client(trust_env=False, timeout=5) as client:
+        assert client.post(endpoint.url).status_code == 500
+"""
+    result = run(pytester, profile_text("http://127.0.0.1:9"), source)
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*ReceiverError*RuntimeError: handler exploded*"])
+
+
+def test_dns_server_skips_without_dns(pytester: pytest.Pytester) -> None:
+    result = run(
+        pytester, profile_text("http://127.0.0.1:9"), "def test_x(dns_server):\n    pass\n"
+    )
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*needs dns: add a [[]dns[]] table*"])
+
+
+def test_dns_server_serves_the_profile_domain(pytester: pytest.Pytester) -> None:
+    source = """
+import dns.message, dns.query
+
+def test_x(dns_server):
+    name = dns_server.set("cb", ["127.0.0.1"])
+    assert name == "cb.rebind.genapi.test"
+    host, port = dns_server.address
+    response = dns.query.udp(dns.message.make_query(name, "A"), host, port=port, timeout=2)
+    assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.1"]
+"""
+    extra = '[dns]\nserver = "127.0.0.1:0"\ndomain = "rebind.genapi.test"\n'
+    run(pytester, profile_text("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
+
+
+def test_fixture_modules_define_the_fixtures_they_export() -> None:
+    exported: dict[str, list[str]] = {}
+    for name in PLUGINS:
+        module = importlib.import_module(name)
+        exported[name] = list(module.__all__)
+        for fixture_name in module.__all__:
+            marker = getattr(getattr(module, fixture_name), "_fixture_function_marker", None)
+            assert marker is not None, f"{name}.{fixture_name} is not a fixture"
+    assert exported == {
+        "conformance.fixtures.profile": ["profile", "profile_path", "redactor"],
+        "conformance.fixtures.client": ["adapter", "api", "make_api", "recorder"],
+        "conformance.fixtures.receiver": [
+            "canary",
+            "canary_listeners",
+            "dns_server",
+            "endpoint",
+            "make_endpoint",
+            "receiver",
+        ],
+    }
