@@ -306,7 +306,8 @@ class GenerationService:
             "status": row["status"],
             "prompt": row["prompt"],
             **{f: params[f] for f in sorted(params)},
-            "output_url": row["output_url"],
+            # Built from the current base_url: a restart on another port keeps links valid.
+            "output_url": self.output_url(row["output_name"]),
             "error_message": row["error_message"],
             "credits_used": row["credits_used"],
             "created_at": row["created_at"],
@@ -339,6 +340,10 @@ class GenerationService:
             self.config.master_secret.encode(), f"output:{generation_id}".encode(), hashlib.sha256
         ).hexdigest()[:32]
         return digest + media.EXTENSIONS[kind]
+
+    def output_url(self, name: str | None) -> str | None:
+        """The absolute URL of an output file (None when there is none)."""
+        return f"{self.config.base_url}/outputs/{name}" if name else None
 
     def schedule(self, generation_id: str, due_at: float) -> None:
         if generation_id in self._queued:
@@ -451,7 +456,7 @@ class GenerationService:
                 (credits, row["account_id"], row["credits_day"]),
             )
             credits = 0
-        output_url = f"{self.config.base_url}/outputs/{name}" if name else None
+        output_url = self.output_url(name)
         stamp = now_iso()
         conn.execute(
             "UPDATE generations SET status = ?, output_name = ?, output_url = ?, "

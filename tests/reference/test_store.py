@@ -1,0 +1,96 @@
+"""The store: WAL mode, transactions that commit or roll back, one connection per thread."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from reference.config import load_master_secret
+from reference.store import Store
+
+
+def test_wal_mode_and_core_tables(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    assert store.read("PRAGMA journal_mode")[0][0] == "wal"
+    tables = {row["name"] for row in store.read("SELECT name FROM sqlite_master")}
+    assert {"accounts", "api_keys", "generations", "credit_days", "request_counts"} <= tables
+
+
+def test_extra_schema_is_applied_and_reopening_is_harmless(tmp_path: Path) -> None:
+    extra = "CREATE TABLE IF NOT EXISTS extra (n INTEGER);"
+    Store(tmp_path / "s.sqlite3", extra_schema=[extra]).close()
+    store = Store(tmp_path / "s.sqlite3", extra_schema=[extra])
+    assert store.read("SELECT COUNT(*) AS n FROM extra")[0]["n"] == 0
+
+
+def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    with pytest.raises(RuntimeError, match="boom"), store.transaction() as conn:
+        conn.execute("INSERT INTO meta (name, value) VALUES ('a', '1')")
+        raise RuntimeError("boom")
+    assert store.read("SELECT * FROM meta WHERE name = 'a'") == []
+    with store.transaction() as conn:
+        conn.execute("INSERT INTO meta (name, value) VALUES ('a', '1')")
+    assert store.read("SELECT value FROM meta WHERE name = 'a'")[0]["value"] == "1"
+
+
+def test_nested_transaction_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    with store.transaction(), pytest.raises(RuntimeError, match="nested"):
+        with store.transaction():
+            pass
+
+
+def test_concurrent_writers_from_threads_lose_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    with store.transaction() as conn:
+        conn.execute("INSERT INTO meta (name, value) VALUES ('counter', '0')")
+    errors: list[BaseException] = []
+
+    def bump() -> None:
+        try:
+            for _ in range(50):
+                with store.transaction() as conn:
+                    (value,) = conn.execute(
+                        "SELECT value FROM meta WHERE name='counter'"
+                    ).fetchone()
+                    conn.execute(
+                        "UPDATE meta SET value = ? WHERE name = 'counter'", (str(int(value) + 1),)
+                    )
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert store.read("SELECT value FROM meta WHERE name='counter'")[0]["value"] == "200"
+    store.close()
+
+
+def test_master_secret_is_created_once_and_kept(tmp_path: Path) -> None:
+    first = load_master_secret(Store(tmp_path / "s.sqlite3"))
+    again = load_master_secret(Store(tmp_path / "s.sqlite3"))
+    assert first == again and len(first) == 64
+    assert load_master_secret(Store(tmp_path / "other.sqlite3")) != first
+
+
+def test_closed_store_refuses_new_connections(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    store.close()
+    result: list[BaseException] = []
+
+    def use() -> None:
+        try:
+            store.read("SELECT 1")
+        except RuntimeError as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    thread.join(timeout=10)
+    assert result and "closed" in str(result[0])
