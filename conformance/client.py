@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from .profile import CapabilityMissing, Profile
-from .secrets import MASK_PATTERN, Redactor, Secret
+from .secrets import MASK_PATTERN, Redactor, Secret, redact_logs
 
 __all__ = [
     "EXCHANGES_KEY",
@@ -143,6 +143,7 @@ class Recorder:
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
+        redact_logs(redactor)  # httpx logs request URLs at INFO
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import base64
 import hmac
+import logging
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import quote, quote_plus
@@ -30,6 +32,7 @@ __all__ = [
     "Redactor",
     "Secret",
     "mask_for",
+    "redact_logs",
 ]
 
 #: What ``str()`` of a :class:`Secret` gives.
@@ -236,3 +239,54 @@ class Redactor:
         if self._key_shape is not None:
             text = self._key_shape.sub(lambda _m: mask_for("api-key"), text)
         return text
+
+
+#: Loggers that may print a secret: HTTP libraries log request URLs (a key in a query
+#: string) and the suite's own modules log what they do.
+LOGGERS_WITH_SECRETS: Final = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "werkzeug",
+    "conformance",
+)
+
+
+class _RedactingFilter(logging.Filter):
+    """Masks, in every record of the loggers it sits on, the secrets of live redactors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._redactors: weakref.WeakSet[Redactor] = weakref.WeakSet()
+
+    def add(self, redactor: Redactor) -> None:
+        self._redactors.add(redactor)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        redactors = list(self._redactors)
+        if not redactors:
+            return True
+        message = record.getMessage()
+        masked = message
+        for redactor in redactors:
+            masked = redactor.text(masked)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+_LOG_FILTER: Final = _RedactingFilter()
+
+
+def redact_logs(redactor: Redactor) -> None:
+    """Mask *redactor*'s secrets in the log records of :data:`LOGGERS_WITH_SECRETS`.
+
+    The filter holds redactors weakly: a redactor that is gone stops costing anything.
+    """
+    _LOG_FILTER.add(redactor)
+    for name in LOGGERS_WITH_SECRETS:
+        logger = logging.getLogger(name)
+        if _LOG_FILTER not in logger.filters:
+            logger.addFilter(_LOG_FILTER)

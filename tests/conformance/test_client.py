@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 import subprocess
 import time
@@ -405,3 +406,30 @@ def test_no_adapter_is_a_capability_missing(profile: Profile) -> None:
     )
     client, _, _ = make_client(none_profile, echo)
     assert isinstance(make_adapter(client), NoAdapter)
+
+
+def test_http_library_logs_do_not_show_secrets(
+    profile: Profile, caplog: pytest.LogCaptureFixture
+) -> None:
+    client, _, _ = make_client(profile, echo)
+    with caplog.at_level(logging.DEBUG):
+        client.get("/v1/x", params={"api_key": PRIMARY, "t": TOKEN})
+    assert "HTTP Request: GET" in caplog.text  # httpx logged the URL …
+    for secret in ALL_SECRETS:
+        assert secret not in caplog.text  # … with the secrets masked
+    assert "[redacted:keys.primary.key]" in caplog.text
+
+
+def test_public_surface() -> None:
+    import conformance.client as module
+
+    assert set(module.__all__) == {
+        "EXCHANGES_KEY",
+        "ApiClient",
+        "BudgetExceeded",
+        "Exchange",
+        "Recorder",
+        "default_env_var",
+        "parse_retry_after",
+    }
+    assert all(hasattr(module, name) for name in module.__all__)
