@@ -90,7 +90,7 @@ def registry_uri(ref: str) -> str:
 def example_files() -> list[tuple[str, str, Path]]:
     """(schema name, "valid" | "invalid", path) of every example file."""
     found = []
-    for schema_dir in sorted(examples_root().iterdir()):
+    for schema_dir in sorted(path for path in examples_root().iterdir() if path.is_dir()):
         for kind in ("valid", "invalid"):
             for path in sorted((schema_dir / kind).glob("*.json")):
                 found.append((schema_dir.name, kind, path))
