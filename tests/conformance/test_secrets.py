@@ -9,6 +9,8 @@ import pickle
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conformance.secrets import MASK_PATTERN, Redactor, Secret, mask_for
 
@@ -145,3 +147,35 @@ def test_redactor_masks_url_encoded_forms_of_special_characters() -> None:
         masked = redactor.text(f"password={form}&next=1")
         assert "w%2Frd" not in masked and "ss w/rd" not in masked, masked
         assert masked.endswith("&next=1")
+
+
+_SECRET_CHARS = st.characters(min_codepoint=33, max_codepoint=126)
+
+
+@given(
+    secret=st.text(_SECRET_CHARS, min_size=12, max_size=40),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+)
+def test_redactor_never_lets_a_secret_through(secret: str, before: str, after: str) -> None:
+    redactor = Redactor({"keys.any.key": Secret(secret)})
+    for form in (secret, quote(secret, safe=""), f"Bearer {secret}"):
+        assert secret not in redactor.text(before + form + after)
+    raw = (before + secret + after).encode()
+    for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+        masked = redactor.bytes(encoded)
+        assert MASK_PATTERN.search(masked.decode()), "the base64 form went through unmasked"
+
+
+def test_public_surface() -> None:
+    import conformance.secrets as module
+
+    assert set(module.__all__) == {
+        "MASK_PATTERN",
+        "SENSITIVE_FIELDS",
+        "Redactor",
+        "Secret",
+        "mask_for",
+        "redact_logs",
+    }
+    assert all(hasattr(module, name) for name in module.__all__)
