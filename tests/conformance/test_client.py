@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 import subprocess
 import time
@@ -11,6 +12,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
 
 from conformance.adapters import (
     AdapterError,
@@ -433,3 +436,45 @@ def test_public_surface() -> None:
         "parse_retry_after",
     }
     assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_planted_secrets_never_reach_the_record_over_a_real_socket(
+    httpserver: HTTPServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A loopback IUT that echoes everything it gets (headers, query, body) back."""
+
+    def echo_all(request: Request) -> Response:
+        body = json.dumps(
+            {
+                "headers": dict(request.headers),
+                "query": request.query_string.decode(),
+                "body": request.get_data(as_text=True),
+                "key": CREATED,  # a key shown once
+            }
+        )
+        return Response(
+            body,
+            status=401,
+            content_type="application/json",
+            headers={
+                "X-Echo-Auth": request.headers.get("Authorization", ""),
+                "WWW-Authenticate": f'Bearer realm="{SIGNING}"',
+            },
+        )
+
+    httpserver.expect_request(re.compile("/.*")).respond_with_handler(echo_all)
+    profile = parse_profile(
+        PROFILE.replace("http://127.0.0.1:9", httpserver.url_for("").rstrip("/")), env={}
+    )
+    recorder = Recorder(profile.redactor())
+    with caplog.at_level(logging.DEBUG), ApiClient(profile, recorder) as client:
+        client.post("/v1/images/generate", json={"prompt": SIGNING, "webhook": {"url": PASSWORD}})
+        client.get("/api/keys", session="primary", params={"token": TOKEN})
+        client.get("/v1/x", role="low-limit", headers={"X-Forwarded-Key": PRIMARY})
+        client.get("/v1/x", headers={"Authorization": f"Bearer {CREATED}"})
+        with pytest.raises(AdapterError) as caught:
+            ReferenceAdapter(client).create_key("primary", "n", ["images:generate"])
+    assert len(recorder.exchanges) == 5
+    assert not leaks(recorder)
+    texts = [caplog.text, str(caught.value), repr(profile), repr(recorder.redactor)]
+    assert not [s for s in ALL_SECRETS for t in texts if s in t]
