@@ -229,6 +229,19 @@ def pytest_configure(config: pytest.Config) -> None:
         areas=tuple(config.getoption("genapi_area")),
     )
     config.stash[RUN_KEY] = state
+    if state.only:
+        unknown_only = state.get_catalog().unknown(state.only)
+        if unknown_only:
+            raise pytest.UsageError(
+                f"--only names unknown requirement ids: {', '.join(unknown_only)}"
+            )
+    if state.areas:
+        unknown_areas = [a for a in state.areas if a not in state.get_catalog().areas]
+        if unknown_areas:
+            raise pytest.UsageError(
+                f"--area names unknown areas: {', '.join(unknown_areas)} "
+                f"(known: {', '.join(state.get_catalog().areas)})"
+            )
     if not state.is_worker:
         config.pluginmanager.register(_RunHooks(config, state), "genapi-conformance-run")
     if state.explicit:
@@ -284,51 +297,78 @@ def _cited(item: pytest.Item) -> tuple[list[str], list[str]]:
     return ids, problems
 
 
+def _citation_problems(item: pytest.Item, state: RunState, dirs: Sequence[Path]) -> list[str]:
+    """What is wrong with how *item* cites requirements (nothing for ordinary tests)."""
+    ids, problems = _cited(item)
+    if not ids and not problems and not _is_check(item, dirs):
+        return []
+    if not ids and not problems:
+        problems.append(
+            'cites no requirement: add @pytest.mark.requirement("<ID>", ...) '
+            "with the catalog ids it verifies"
+        )
+    unknown = state.get_catalog().unknown(ids)
+    if unknown:
+        problems.append(
+            f"cites unknown requirement ids {', '.join(unknown)} "
+            "(see conformance/requirements.yaml)"
+        )
+    return problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A check that cites requirements wrongly is a collection error of its module.
+
+    A collection error (not a usage error) is what pytest-xdist carries from a worker and
+    shows by module; the run stops before any check runs ("Interrupted: errors during
+    collection").
+    """
+    report = yield
+    if not report.passed:
+        return report
+    items = [node for node in report.result if isinstance(node, pytest.Item)]
+    if not items:
+        return report
+    state = collector.config.stash[RUN_KEY]
+    dirs = _checks_dirs(collector.config)
+    problems = [
+        f"{item.nodeid}: {problem}"
+        for item in items
+        for problem in _citation_problems(item, state, dirs)
+    ]
+    if problems:
+        report.outcome = "failed"
+        report.longrepr = "conformance checks cite requirements wrongly:\n" + "\n".join(
+            f"  {problem}" for problem in problems
+        )
+        report.result = []
+    return report
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Validate every check's requirement ids, mark its area, apply --only and --area.
+    """Note every check's requirement ids, mark its area, apply --only and --area.
 
-    tryfirst: validation sees every item, also those that ``-k``/``-m`` deselect later.
+    tryfirst: this sees every item, also those that ``-k``/``-m`` deselect later.
     """
     state = config.stash[RUN_KEY]
-    dirs = _checks_dirs(config)
-    problems: list[str] = []
     for item in items:
-        ids, cite_problems = _cited(item)
-        is_check = _is_check(item, dirs)
-        if not ids and not is_check and not cite_problems:
+        ids, _ = _cited(item)
+        if not ids:
             continue
-        if is_check and not ids and not cite_problems:
-            cite_problems.append(
-                'cites no requirement: add @pytest.mark.requirement("<ID>", ...) '
-                "with the catalog ids it verifies"
-            )
         catalog = state.get_catalog()
-        unknown = catalog.unknown(ids)
-        if unknown:
-            cite_problems.append(
-                f"cites unknown requirement ids {', '.join(sorted(unknown))} "
-                "(see conformance/requirements.yaml)"
-            )
-        problems += [f"{item.nodeid}: {problem}" for problem in cite_problems]
-        if cite_problems:
-            continue
         item.stash[REQUIREMENTS_KEY] = tuple(ids)
         state.requirements_by_nodeid[item.nodeid] = tuple(ids)
         for requirement_id in ids:
             item.user_properties.append(("requirement", requirement_id))
         for area in sorted({catalog[i].area for i in ids}):
             item.add_marker(pytest.mark.area(area))
-    if problems:
-        listed = "\n".join(f"  {p}" for p in problems)
-        raise pytest.UsageError(f"conformance checks cite requirements wrongly:\n{listed}")
-
     if state.only or state.areas:
-        unknown_only = state.get_catalog().unknown(state.only)
-        if unknown_only:
-            raise pytest.UsageError(f"--only names unknown requirement ids: {unknown_only}")
         keep, drop = [], []
         for item in items:
             cited: tuple[str, ...] = item.stash.get(REQUIREMENTS_KEY, ())
@@ -474,6 +514,31 @@ def pytest_runtest_makereport(
     return report
 
 
+@dataclass(frozen=True)
+class _Crash:
+    """Where and why a check failed (what pytest's one-line summaries show)."""
+
+    path: str
+    lineno: int
+    message: str
+
+
+@dataclass(frozen=True)
+class _RedactedLongrepr:
+    """A failure's text with the secrets masked, shaped like pytest's own repr (it has
+    ``toterminal`` and ``reprcrash``), so terminal, JUnit and xdist treat it alike."""
+
+    text: str
+    reprcrash: _Crash | None
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def _redact_report(report: pytest.TestReport, redactors: Sequence[Redactor]) -> None:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):
@@ -483,8 +548,15 @@ def _redact_report(report: pytest.TestReport, redactors: Sequence[Redactor]) -> 
         text = str(longrepr)
         masked = _redact(redactors, text)
         if masked != text:
-            # Only then: pytest's structured repr (colours, crash line) is worth keeping.
-            report.longrepr = masked
+            # Only then: pytest's structured repr (colours) is worth keeping otherwise.
+            crash = getattr(longrepr, "reprcrash", None)
+            # Duck-typed like pytest's TerminalRepr, which is not public API.
+            report.longrepr = _RedactedLongrepr(  # type: ignore[assignment]
+                masked,
+                None
+                if crash is None
+                else _Crash(str(crash.path), crash.lineno, _redact(redactors, crash.message)),
+            )
     report.sections = [(title, _redact(redactors, body)) for title, body in report.sections]
     report.user_properties = [
         (name, _redact(redactors, value) if isinstance(value, str) else value)

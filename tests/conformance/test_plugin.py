@@ -1,0 +1,426 @@
+"""The plugin maps check outcomes to requirement verdicts, in one process and under xdist."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.catalog import Level, Need, load_catalog
+
+pytest_plugins = ["pytester"]
+
+_CATALOG = load_catalog()
+MUST = [r.id for r in _CATALOG if r.level is Level.MUST and set(r.needs) <= {Need.BLACK_BOX}]
+INTERP = [
+    r.id for r in _CATALOG if r.level is Level.INTERPRETATION and set(r.needs) <= {Need.BLACK_BOX}
+]
+
+INI = "[pytest]\ngenapi_checks = .\nfilterwarnings = error\n"
+
+MIXED = f'''
+import pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture exploded")
+
+@pytest.fixture
+def breaks_at_teardown():
+    yield
+    raise RuntimeError("teardown exploded")
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_passes():
+    pass
+
+@pytest.mark.requirement("{MUST[1]}")
+def test_fails():
+    assert 500 == 200, "expected 200, saw 500"
+
+@pytest.mark.requirement("{INTERP[0]}")
+def test_interpretation_fails():
+    assert False, "assumed shape not met"
+
+@pytest.mark.requirement("{MUST[2]}")
+def test_skips():
+    pytest.skip("needs dns: add a [dns] table")
+
+@pytest.mark.requirement("{MUST[3]}")
+def test_setup_breaks(broken):
+    pass
+
+@pytest.mark.requirement("{MUST[4]}")
+def test_check_breaks():
+    {{}}["missing"]
+
+@pytest.mark.requirement("{MUST[6]}")
+def test_teardown_breaks(breaks_at_teardown):
+    pass
+'''
+
+EXPECTED = {
+    MUST[0]: "pass",
+    MUST[1]: "fail",
+    INTERP[0]: "warn",
+    MUST[2]: "skip",
+    MUST[3]: "error",
+    MUST[4]: "error",
+    MUST[5]: "untested",
+    MUST[6]: "error",
+}
+
+
+def _results(report_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _verdicts(report_dir: Path) -> dict[str, str]:
+    return {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
+
+
+@pytest.fixture
+def checks(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makefile(".ini", pytest=INI)
+    return pytester
+
+
+def test_plugin_outcomes_map_to_requirement_verdicts(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdicts = _verdicts(report_dir)
+    assert {k: verdicts[k] for k in EXPECTED} == EXPECTED
+    data = _results(report_dir)
+    by_id = {r["id"]: r for r in data["requirements"]}
+    assert by_id[MUST[1]]["evidence"][0]["check"] == "test_mixed.py::test_fails"
+    assert "expected 200, saw 500" in by_id[MUST[1]]["reason"]
+    assert "fixture exploded" in by_id[MUST[3]]["reason"]
+    assert "setup failed (harness)" in by_id[MUST[3]]["reason"]
+    assert "KeyError" in by_id[MUST[4]]["reason"]
+    assert "teardown exploded" in by_id[MUST[6]]["reason"]
+    assert by_id[MUST[5]]["reason"] == "no check in the suite verifies this requirement"
+    assert len(data["requirements"]) == len(_CATALOG), "every requirement is in the report"
+    assert data["counts"]["untested"] == len(_CATALOG) - 7
+    assert not data["ok"]
+    result.stdout.fnmatch_lines(
+        ["*conformance verdicts by requirement*", f"FAIL  {MUST[1]}: *", f"WARN  {INTERP[0]}: *"]
+    )
+
+
+def test_plugin_only_interpretation_failed_exits_zero(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_warn=f'''
+import pytest
+
+@pytest.mark.requirement("{INTERP[0]}")
+def test_interpretation_fails():
+    assert False, "assumed shape not met"
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_passes():
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir), "-rA")
+    assert result.ret == pytest.ExitCode.OK, "a warning never fails the run"
+    result.stdout.fnmatch_lines(["*1 passed, 1 warn*"])
+    assert _verdicts(report_dir)[INTERP[0]] == "warn"
+    assert _results(report_dir)["ok"] is True
+
+
+def test_plugin_under_xdist_gives_same_verdicts(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    checks.makepyfile(
+        test_other=f'''
+import pytest
+
+@pytest.mark.requirement("{MUST[7]}")
+def test_more():
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest_subprocess(
+        "-p",
+        "xdist",
+        "-n",
+        "2",
+        "--dist",
+        "loadfile",
+        "--report-dir",
+        str(report_dir),
+        timeout=120,
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    verdicts = _verdicts(report_dir)
+    assert {k: verdicts[k] for k in EXPECTED} == EXPECTED
+    assert verdicts[MUST[7]] == "pass"
+    junit = (report_dir / "junit.xml").read_text(encoding="utf-8")
+    assert f'<property name="requirement" value="{MUST[1]}"' in junit
+    assert list((report_dir / "allure-results").glob("*-result.json")), "workers wrote Allure"
+
+
+def test_plugin_deselected_checks_are_untested_not_selected(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir), "-k", "test_passes")
+    assert result.ret == pytest.ExitCode.OK
+    requirements = {r["id"]: r for r in _results(report_dir)["requirements"]}
+    assert requirements[MUST[0]]["verdict"] == "pass"
+    assert requirements[MUST[1]]["verdict"] == "untested"
+    assert "not selected" in requirements[MUST[1]]["reason"]
+
+
+def test_plugin_only_option_scopes_the_run(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir), "--only", MUST[1])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1, deselected=6)
+    assert _verdicts(report_dir) == {MUST[1]: "fail"}
+
+
+def test_plugin_area_option_selects_by_area(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    report_dir = checks.path / "out"
+    area = _CATALOG[MUST[0]].area
+    checks.runpytest("--report-dir", str(report_dir), "--area", area)
+    verdicts = _verdicts(report_dir)
+    assert set(verdicts) == {r.id for r in _CATALOG if r.area == area}
+
+
+def test_plugin_unknown_only_id_is_a_usage_error(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_mixed=MIXED)
+    result = checks.runpytest("--report-dir", str(checks.path / "out"), "--only", "NOPE-X-01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--only names unknown requirement ids*NOPE-X-01*"])
+
+
+def test_plugin_unknown_requirement_id_fails_collection(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_bad="""
+import pytest
+
+@pytest.mark.requirement("NOPE-NOPE-99")
+def test_cites_unknown():
+    pass
+"""
+    )
+    result = checks.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR collecting test_bad.py*",
+            "*test_bad.py::test_cites_unknown: cites unknown requirement ids NOPE-NOPE-99*",
+        ]
+    )
+
+
+def test_plugin_unknown_requirement_id_fails_collection_under_xdist(
+    checks: pytest.Pytester,
+) -> None:
+    checks.makepyfile(
+        test_bad="""
+import pytest
+
+@pytest.mark.requirement("NOPE-NOPE-99")
+def test_cites_unknown():
+    pass
+"""
+    )
+    result = checks.runpytest_subprocess("-p", "xdist", "-n", "2", timeout=120)
+    # xdist reports a worker's collection error as a failed run (1), pytest alone as 2.
+    assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
+    result.stdout.fnmatch_lines(
+        ["*test_bad.py::test_cites_unknown: cites unknown requirement ids NOPE-NOPE-99*"]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_plugin_check_citing_nothing_fails_collection(checks: pytest.Pytester) -> None:
+    checks.makepyfile(test_bare="def test_cites_nothing():\n    pass\n")
+    result = checks.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*test_bare.py::test_cites_nothing: cites no requirement*"])
+
+
+def test_plugin_empty_requirement_marker_fails_collection(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_empty="import pytest\n\n@pytest.mark.requirement()\ndef test_x():\n    pass\n"
+    )
+    result = checks.runpytest()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*names no id*"])
+
+
+def test_plugin_ordinary_tests_are_left_alone(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest="[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.OK
+    assert not (pytester.path / "reports").exists(), "no check ran, so no report is written"
+    assert "conformance verdicts" not in result.stdout.str()
+
+
+def test_plugin_capability_missing_is_a_skip(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_capability=f'''
+import pytest
+from conformance.profile import CapabilityMissing
+
+@pytest.fixture
+def low_limit_key():
+    raise CapabilityMissing("key role 'low-limit'", "add a [keys.low-limit] table")
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_in_body():
+    raise CapabilityMissing("console session 'second'", "add a [sessions.second] table")
+
+@pytest.mark.requirement("{MUST[1]}")
+def test_in_fixture(low_limit_key):
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir))
+    assert result.ret == pytest.ExitCode.OK
+    result.assert_outcomes(skipped=2)
+    requirements = {r["id"]: r for r in _results(report_dir)["requirements"]}
+    assert requirements[MUST[0]]["verdict"] == "skip"
+    assert (
+        "needs console session 'second': add a [sessions.second]"
+        in (requirements[MUST[0]]["reason"])
+    )
+    assert "needs key role 'low-limit'" in requirements[MUST[1]]["reason"]
+
+
+CANARIES = {
+    "key": "gk_CANARYkey0123456789abcdef",
+    "signing": "CANARYsigning0123456789",
+    "token": "CANARYsession0123456789abcdef",
+}
+
+CANARY_PROFILE = f'''
+name = "canary target"
+base_url = "http://127.0.0.1:9"
+key_prefix = "gk"
+[keys.primary]
+key = "{CANARIES["key"]}"
+account = "primary"
+scopes = ["images:generate"]
+signing_secret = "{CANARIES["signing"]}"
+[sessions.primary]
+token = "{CANARIES["token"]}"
+'''
+
+
+def test_plugin_artifacts_never_hold_secrets(checks: pytest.Pytester) -> None:
+    """Canary secrets planted in a profile reach no artifact, however a check leaks them."""
+    profile = checks.makefile(".toml", profile=CANARY_PROFILE)
+    checks.makepyfile(
+        test_leaky=f'''
+import base64, logging, sys
+import pytest
+
+KEY = "{CANARIES["key"]}"
+SIGNING = "{CANARIES["signing"]}"
+TOKEN = "{CANARIES["token"]}"
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_leaks_in_assertion(request):
+    request.node.user_properties.append(("token", TOKEN))
+    print("signing secret is", SIGNING)
+    print("basic", base64.b64encode(("user:" + TOKEN).encode()).decode(), file=sys.stderr)
+    logging.getLogger("leak").warning("Authorization: Bearer %s", KEY)
+    assert KEY == "something else", f"expected another key, saw {{KEY}} and {{SIGNING}}"
+
+@pytest.mark.requirement("{INTERP[0]}")
+def test_leaks_when_passing():
+    print(KEY, SIGNING, TOKEN)
+
+@pytest.mark.requirement("{MUST[1]}")
+def test_leaks_in_skip():
+    pytest.skip("needs a key other than " + KEY)
+
+@pytest.mark.requirement("{MUST[2]}")
+def test_leaks_in_harness_error():
+    raise RuntimeError("broke holding " + TOKEN)
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest(
+        "--profile", str(profile), "--report-dir", str(report_dir), "-rA", "--tb=long"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    artifacts = [p for p in report_dir.rglob("*") if p.is_file()]
+    names = {p.name for p in artifacts}
+    assert {"results.json", "report.html", "junit.xml"} <= names
+    assert any(p.parent.name == "allure-results" for p in artifacts)
+    for path in artifacts:
+        data = path.read_bytes()
+        for label, secret in CANARIES.items():
+            assert secret.encode() not in data, f"{label} leaked into {path.name}"
+        assert b"CANARY" not in data, f"a piece of a canary leaked into {path.name}"
+    terminal = result.stdout.str() + result.stderr.str()
+    for label, secret in CANARIES.items():
+        assert secret not in terminal, f"{label} leaked to the terminal"
+    verdicts = _verdicts(report_dir)
+    assert verdicts[MUST[0]] == "fail" and verdicts[MUST[2]] == "error"
+    data = _results(report_dir)
+    assert data["profile"]["name"] == "canary target"
+    assert len(data["profile"]["sha256"]) == 64
+
+
+def test_plugin_allure_labels_area_and_requirement(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_labelled=f'''
+import pytest
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_labelled():
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir))
+    assert result.ret == pytest.ExitCode.OK
+    (path,) = (report_dir / "allure-results").glob("*-result.json")
+    allure = json.loads(path.read_text(encoding="utf-8"))
+    labels = {(label["name"], label["value"]) for label in allure["labels"]}
+    assert ("feature", _CATALOG[MUST[0]].area) in labels
+    assert ("story", MUST[0]) in labels
+    assert any("spec/generation-api.md#" in link["url"] for link in allure["links"])
+
+
+def test_plugin_destructive_check_skips_unless_profile_allows(checks: pytest.Pytester) -> None:
+    profile = checks.makefile(".toml", profile=CANARY_PROFILE)
+    checks.makepyfile(
+        test_destructive=f'''
+import pytest
+
+@pytest.mark.destructive
+@pytest.mark.requirement("{MUST[0]}")
+def test_spends_the_cap():
+    pass
+'''
+    )
+    result = checks.runpytest("--profile", str(profile), "--report-dir", str(checks.path / "o"))
+    result.assert_outcomes(skipped=1)
+    requirements = {r["id"]: r for r in _results(checks.path / "o")["requirements"]}
+    assert "needs destructive: set [budgets] destructive = true" in requirements[MUST[0]]["reason"]
+
+
+def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
+    profile = checks.makefile(".toml", profile='name = "x"\n')
+    checks.makepyfile(
+        test_x=f'import pytest\n\n@pytest.mark.requirement("{MUST[0]}")\ndef test_x():\n    pass\n'
+    )
+    result = checks.runpytest("--profile", str(profile))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*profile*is not usable*"])

@@ -1,0 +1,182 @@
+"""Verdict rules: outcome and level → verdict, aggregation order, reasons, serialisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.catalog import Level, Need, Requirement
+from conformance.client import Exchange
+from conformance.verdicts import (
+    MAX_EXCHANGES,
+    CheckResult,
+    Outcome,
+    Verdict,
+    aggregate,
+    check_verdict,
+    judge,
+    trim_exchanges,
+)
+
+
+def _requirement(rid: str, level: Level = Level.MUST) -> Requirement:
+    return Requirement(
+        id=rid,
+        area=rid.split("-")[0],
+        section="4",
+        heading="GET /v1/account/tier",
+        statement="a statement",
+        level=level,
+        needs=(Need.BLACK_BOX,),
+    )
+
+
+def _check(nodeid: str, outcome: Outcome, *ids: str, message: str = "") -> CheckResult:
+    return CheckResult(
+        nodeid=nodeid, requirement_ids=ids, outcome=outcome, duration=0.5, message=message
+    )
+
+
+def _exchange(n: int) -> Exchange:
+    return Exchange(
+        method="GET",
+        url=f"http://127.0.0.1:1/v1/x/{n}",
+        request_headers=(("authorization", "Bearer [redacted:keys.primary.key]"),),
+        request_body="",
+        status=200,
+        response_headers=(("content-type", "application/json"),),
+        response_body="{}",
+        elapsed_ms=1.5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "level", "expected"),
+    [
+        pytest.param(Outcome.PASSED, Level.MUST, Verdict.PASS, id="passed-must-pass"),
+        pytest.param(Outcome.FAILED, Level.MUST, Verdict.FAIL, id="failed-must-fail"),
+        pytest.param(Outcome.FAILED, Level.INTERPRETATION, Verdict.WARN, id="failed-interp-warn"),
+        pytest.param(Outcome.PASSED, Level.INTERPRETATION, Verdict.PASS, id="passed-interp-pass"),
+        pytest.param(Outcome.SKIPPED, Level.MUST, Verdict.SKIP, id="skipped-must-skip"),
+        pytest.param(Outcome.ERROR, Level.MUST, Verdict.ERROR, id="error-must-error"),
+        pytest.param(Outcome.ERROR, Level.INTERPRETATION, Verdict.ERROR, id="error-interp-error"),
+    ],
+)
+def test_check_verdict_outcome_and_level_give_verdict(
+    outcome: Outcome, level: Level, expected: Verdict
+) -> None:
+    assert check_verdict(outcome, level) is expected
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        pytest.param([Verdict.PASS, Verdict.FAIL, Verdict.ERROR], Verdict.FAIL, id="fail-wins"),
+        pytest.param(
+            [Verdict.WARN, Verdict.ERROR, Verdict.PASS], Verdict.ERROR, id="error-over-warn"
+        ),
+        pytest.param([Verdict.PASS, Verdict.WARN], Verdict.WARN, id="warn-over-pass"),
+        pytest.param([Verdict.SKIP, Verdict.PASS], Verdict.PASS, id="pass-over-skip"),
+        pytest.param([Verdict.SKIP], Verdict.SKIP, id="skip-alone"),
+        pytest.param([], Verdict.UNTESTED, id="nothing-untested"),
+    ],
+)
+def test_aggregate_worst_verdict_wins(verdicts: list[Verdict], expected: Verdict) -> None:
+    assert aggregate(verdicts) is expected
+
+
+def test_judge_requirements_get_verdicts_in_catalog_order() -> None:
+    must, interp, skipped, untested, deselected = (
+        _requirement("TIER-READ-01"),
+        _requirement("TIER-READ-02", Level.INTERPRETATION),
+        _requirement("TIER-FIELD-01"),
+        _requirement("TIER-FIELD-02"),
+        _requirement("TIER-FIELD-03"),
+    )
+    checks = [
+        _check("a.py::ok", Outcome.PASSED, "TIER-READ-01", "TIER-READ-02"),
+        _check(
+            "a.py::bad",
+            Outcome.FAILED,
+            "TIER-READ-01",
+            "TIER-READ-02",
+            message="AssertionError: expected 200, saw 500\nassert 500 == 200",
+        ),
+        _check("a.py::skipped", Outcome.SKIPPED, "TIER-FIELD-01", message="needs dns: add [dns]"),
+        _check("a.py::unknown", Outcome.PASSED, "NOT-IN-SCOPE-01"),
+    ]
+    run = judge([must, interp, skipped, untested, deselected], checks, frozenset({"TIER-FIELD-03"}))
+    by_id = {rv.requirement.id: rv for rv in run.requirements}
+    assert [rv.requirement.id for rv in run.requirements] == [
+        "TIER-READ-01",
+        "TIER-READ-02",
+        "TIER-FIELD-01",
+        "TIER-FIELD-02",
+        "TIER-FIELD-03",
+    ]
+    assert by_id["TIER-READ-01"].verdict is Verdict.FAIL
+    assert by_id["TIER-READ-01"].reason == (
+        "1 of 2 checks failed: a.py::bad: AssertionError: expected 200, saw 500"
+    )
+    assert by_id["TIER-READ-02"].verdict is Verdict.WARN
+    assert "interpretation" in by_id["TIER-READ-02"].reason
+    assert by_id["TIER-FIELD-01"].verdict is Verdict.SKIP
+    assert by_id["TIER-FIELD-01"].reason.endswith("needs dns: add [dns]")
+    assert by_id["TIER-FIELD-02"].verdict is Verdict.UNTESTED
+    assert by_id["TIER-FIELD-02"].reason == "no check in the suite verifies this requirement"
+    assert by_id["TIER-FIELD-03"].verdict is Verdict.UNTESTED
+    assert "not selected" in by_id["TIER-FIELD-03"].reason
+    assert [c.nodeid for c in by_id["TIER-READ-01"].checks] == ["a.py::ok", "a.py::bad"]
+    assert run.counts() == {
+        Verdict.FAIL: 1,
+        Verdict.ERROR: 0,
+        Verdict.WARN: 1,
+        Verdict.PASS: 0,
+        Verdict.SKIP: 1,
+        Verdict.UNTESTED: 2,
+    }
+    assert not run.ok
+
+
+def test_judge_only_warnings_skips_and_gaps_is_ok() -> None:
+    run = judge(
+        [_requirement("TIER-READ-02", Level.INTERPRETATION), _requirement("TIER-FIELD-02")],
+        [_check("a.py::bad", Outcome.FAILED, "TIER-READ-02")],
+    )
+    assert run.ok
+    error_run = judge(
+        [_requirement("TIER-READ-01")], [_check("a.py::broke", Outcome.ERROR, "TIER-READ-01")]
+    )
+    assert not error_run.ok
+
+
+def test_judge_pass_reason_counts_skipped_checks() -> None:
+    run = judge(
+        [_requirement("TIER-READ-01")],
+        [
+            _check("a.py::one", Outcome.PASSED, "TIER-READ-01"),
+            _check("a.py::two", Outcome.SKIPPED, "TIER-READ-01"),
+        ],
+    )
+    assert run.requirements[0].reason == "1 of 2 checks passed (1 skipped)"
+
+
+def test_check_result_round_trips_through_plain_data() -> None:
+    original = CheckResult(
+        nodeid="x.py::t",
+        requirement_ids=("TIER-READ-01",),
+        outcome=Outcome.FAILED,
+        duration=1.25,
+        message="expected 2xx, saw 500",
+        longrepr="Traceback ...",
+        exchanges=(_exchange(1), _exchange(2)),
+        exchanges_omitted=3,
+    )
+    assert CheckResult.from_dict(original.to_dict()) == original
+
+
+def test_trim_exchanges_keeps_first_and_last() -> None:
+    exchanges = [_exchange(n) for n in range(MAX_EXCHANGES + 25)]
+    kept, omitted = trim_exchanges(exchanges)
+    assert len(kept) == MAX_EXCHANGES and omitted == 25
+    assert kept[0] is exchanges[0] and kept[-1] is exchanges[-1]
+    assert trim_exchanges(exchanges[:3]) == (tuple(exchanges[:3]), 0)
