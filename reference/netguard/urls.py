@@ -69,7 +69,7 @@ class CallbackRejected(Exception):
     ``loopback``, ``private-10/8`` ...), as in ``fixtures/callback_urls.yaml``.
     """
 
-    def __init__(self, reason: str, rule: str) -> None:
+    def __init__(self, reason: str, rule: str = "policy") -> None:
         super().__init__(reason)
         self.reason = reason
         self.rule = rule
