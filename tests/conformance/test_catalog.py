@@ -163,6 +163,26 @@ def test_statements_are_single_spaced_lines() -> None:
         assert requirement.statement.endswith((".", ")")), requirement.id
 
 
+def test_ids_mentioned_in_statements_and_notes_exist() -> None:
+    # Cross-references such as "its value: VER-ENV-02" or "(REDLV-REBIND-*)" must not
+    # dangle after an entry is renamed.
+    catalog = load_catalog()
+    mention = re.compile(r"\b([A-Z]+-[A-Z0-9]+-(?:[0-9]{2}|\*))")
+    dangling = []
+    for requirement in catalog:
+        for text in (requirement.statement, requirement.notes or ""):
+            for cited in mention.findall(text):
+                prefix = cited.removesuffix("*")
+                found = (
+                    any(i.startswith(prefix) for i in catalog.ids)
+                    if cited.endswith("*")
+                    else cited in catalog
+                )
+                if not found:
+                    dangling.append(f"{requirement.id} -> {cited}")
+    assert dangling == []
+
+
 def test_interpretations_say_why() -> None:
     missing = [r.id for r in load_catalog() if r.is_interpretation and not r.notes]
     assert missing == []
