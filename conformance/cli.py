@@ -1,10 +1,51 @@
-"""``genapi-conformance``: the command line of the suite."""
+"""``genapi-conformance``: the command line of the suite.
+
+Subcommands:
+
+* ``run``: run the checks and write the reports. With no ``--profile`` it starts the
+  bundled reference implementation on loopback (a fresh store, provisioned accounts and
+  keys) and runs against it; ``--fault NAME`` starts it with a fault injected.
+* ``init-profile PATH``: write the commented profile template, to fill in for a target.
+* ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
+
+Exit codes of ``run``: 0 no stated (MUST) requirement failed and the harness never broke
+(warnings, skips and untested requirements do not count); 1 a MUST requirement failed;
+2 usage or profile error; 3 harness error (the reference did not start, a check broke,
+pytest was interrupted).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from conformance.launcher import EmbeddedReference, LaunchError
+from conformance.profile import ProfileError, load_profile, write_template
+from conformance.reports import JSON_NAME, redact_tree
+
+__all__ = ["EXIT_FAILED", "EXIT_HARNESS", "EXIT_OK", "EXIT_USAGE", "exit_code", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_HARNESS = 3
+
+#: pytest's own output of a run, kept next to the reports (redacted).
+PYTEST_LOG = "pytest-output.txt"
 
 
 def _reference(argv: list[str]) -> int:
@@ -13,17 +54,335 @@ def _reference(argv: list[str]) -> int:
     return 0  # pragma: no cover (execv does not return)
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="genapi-conformance",
+        description="Conformance suite for the Generation API.",
+        epilog="Exit codes of run: 0 conformant, 1 a MUST requirement failed, "
+        "2 usage or profile error, 3 harness error.",
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="{run,init-profile,serve-reference,faults}"
+    )
+    run = commands.add_parser(
+        "run",
+        help="run the checks and write the reports",
+        description="Run the checks against a target profile, or against the embedded "
+        "reference implementation when no profile is given.",
+    )
+    run.add_argument(
+        "--profile",
+        type=Path,
+        help="target profile (default: $GENAPI_PROFILE, "
+        "else the embedded reference implementation)",
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only the checks of this requirement id (repeatable)",
+    )
+    run.add_argument(
+        "--area",
+        action="append",
+        default=[],
+        metavar="AREA",
+        help="only the checks of this area (repeatable)",
+    )
+    run.add_argument(
+        "--report-dir", type=Path, help="where the reports go (default: reports/<UTC timestamp>/)"
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="parallel pytest-xdist workers (default 2; 0 runs in this process)",
+    )
+    run.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="inject this fault into the embedded reference (repeatable; "
+        "see `genapi-conformance faults`)",
+    )
+    run.add_argument(
+        "-k",
+        dest="keyword",
+        metavar="EXPR",
+        help="only checks whose names match this pytest -k expression",
+    )
+    init = commands.add_parser("init-profile", help="write the commented profile template")
+    init.add_argument("path", type=Path)
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    commands.add_parser(
+        "serve-reference",
+        help="run the reference implementation (python -m reference serve ...)",
+        add_help=False,
+    )
+    commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "serve-reference":
         return _reference(["serve", *args[1:]])
     if args and args[0] == "faults":
         return _reference(["faults", *args[1:]])
-    parser = argparse.ArgumentParser(prog="genapi-conformance")
-    parser.add_subparsers(dest="command", metavar="{serve-reference,faults}")
-    parser.parse_args(args)
+    parser = _parser()
+    try:
+        options = parser.parse_args(args)
+    except SystemExit as exit_:
+        return EXIT_OK if exit_.code == 0 else EXIT_USAGE
+    if options.command == "run":
+        return run(options)
+    if options.command == "init-profile":
+        return init_profile(options.path, force=options.force)
     parser.print_help()
-    return 2
+    return EXIT_USAGE
+
+
+def init_profile(path: Path, *, force: bool = False) -> int:
+    try:
+        written = write_template(path, overwrite=force)
+    except FileExistsError as error:
+        print(f"genapi-conformance: {error} (or pass --force)", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {written}; fill it in, then: genapi-conformance run --profile {written}")
+    return EXIT_OK
+
+
+def _new_report_dir() -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = Path("reports") / stamp
+    candidate, n = base, 1
+    while candidate.exists() and n < 1000:
+        candidate, n = base.with_name(f"{stamp}-{n}"), n + 1
+    return candidate.resolve()
+
+
+def run(options: argparse.Namespace) -> int:
+    """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
+    err = Console(stderr=True, highlight=False)
+    if options.workers < 0:
+        err.print("genapi-conformance: --workers must be 0 or more")
+        return EXIT_USAGE
+    profile_arg = options.profile or (
+        Path(os.environ["GENAPI_PROFILE"]) if os.environ.get("GENAPI_PROFILE") else None
+    )
+    if profile_arg is not None and options.fault:
+        err.print(
+            "genapi-conformance: --fault applies only to the embedded reference "
+            "(run without --profile)"
+        )
+        return EXIT_USAGE
+    report_dir = (options.report_dir or _new_report_dir()).resolve()
+    if profile_arg is not None:
+        try:
+            load_profile(profile_arg)
+        except ProfileError as error:
+            err.print(str(error), markup=False)
+            return EXIT_USAGE
+        return _run_pytest(options, profile_arg, report_dir, err)
+    err.print(
+        "no --profile: starting the embedded reference implementation"
+        + (f" with faults {', '.join(options.fault)}" if options.fault else "")
+    )
+    try:
+        with EmbeddedReference(faults=options.fault) as embedded_profile:
+            return _run_pytest(options, embedded_profile, report_dir, err)
+    except LaunchError as error:
+        err.print(f"genapi-conformance: {error}", markup=False)
+        return EXIT_HARNESS
+
+
+def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) -> list[str]:
+    """The pytest command line of a run (also what a user can run by hand)."""
+    checks = Path(__file__).resolve().parent / "checks"
+    args = [
+        "--pyargs",
+        "conformance.checks",
+        # The suite's own settings, whatever pytest configuration the current folder has.
+        "-c",
+        str(checks / "pytest.ini"),
+        "--rootdir",
+        str(checks.parent.parent),
+        "-p",
+        "no:cacheprovider",
+        "--profile",
+        str(profile),
+        "--report-dir",
+        str(report_dir),
+        "--junitxml",
+        str(report_dir / "junit.xml"),
+        "--alluredir",
+        str(report_dir / "allure-results"),
+        "-rfEs",
+    ]
+    if options.workers > 0:
+        args += ["-n", str(options.workers), "--dist", "loadfile"]
+    else:
+        args += ["-p", "no:xdist"]
+    for requirement_id in options.only:
+        args += ["--only", requirement_id]
+    for area in options.area:
+        args += ["--area", area]
+    if options.keyword:
+        args += ["-k", options.keyword]
+    return args
+
+
+class _Progress:
+    """A pytest plugin that shows a live count of finished checks (controller side)."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(
+            TextColumn("checks"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tally]}"),
+            TimeElapsedColumn(),
+            console=console,
+            auto_refresh=False,  # refreshed per report: no thread writing during a check
+            transient=True,
+        )
+        self.task = self.progress.add_task("checks", total=None, tally="")
+        self.tally: dict[str, int] = {}
+
+    def pytest_sessionstart(self) -> None:
+        self.progress.start()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.progress.update(self.task, total=len(session.items))
+        self.progress.refresh()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        self.progress.update(self.task, total=len(ids))
+        self.progress.refresh()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown":
+            self.progress.advance(self.task)
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            kind = "error" if report.when == "setup" and report.failed else report.outcome
+            self.tally[kind] = self.tally.get(kind, 0) + 1
+            text = " ".join(f"{n} {k}" for k, n in sorted(self.tally.items()))
+            self.progress.update(self.task, tally=text)
+        self.progress.refresh()
+
+    def pytest_sessionfinish(self) -> None:
+        self.progress.stop()
+
+
+@contextlib.contextmanager
+def _pytest_output(path: Path) -> Iterator[IO[str]]:
+    with path.open("w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        yield sink
+
+
+def _run_pytest(
+    options: argparse.Namespace, profile_path: Path, report_dir: Path, err: Console
+) -> int:
+    try:
+        profile = load_profile(profile_path)
+    except ProfileError as error:
+        err.print(str(error), markup=False)
+        return EXIT_HARNESS  # the embedded reference wrote a profile we cannot read
+    redactor = profile.redactor()
+    report_dir.mkdir(parents=True, exist_ok=True)
+    progress = _Progress(err)
+    with tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch:
+        # pytest's terminal output goes to a file (the live count is on stderr); it is
+        # redacted before it joins the reports.
+        log = Path(scratch) / PYTEST_LOG
+        with _pytest_output(log):
+            code = pytest.main(pytest_args(options, profile_path, report_dir), plugins=[progress])
+        (report_dir / PYTEST_LOG).write_bytes(redactor.bytes(log.read_bytes()))
+    redact_tree(report_dir, redactor)
+    results = _read_results(report_dir)
+    summary = Console(highlight=False)
+    _summarise(summary, results, report_dir, int(code))
+    return exit_code(int(code), results)
+
+
+def _read_results(report_dir: Path) -> dict[str, Any] | None:
+    path = report_dir / JSON_NAME
+    if not path.is_file():
+        return None
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def exit_code(pytest_code: int, results: dict[str, Any] | None) -> int:
+    """The run's exit code from pytest's and the verdicts (see the module docstring)."""
+    if pytest_code == pytest.ExitCode.USAGE_ERROR:
+        return EXIT_USAGE
+    if results is None or pytest_code in (
+        pytest.ExitCode.INTERRUPTED,
+        pytest.ExitCode.INTERNAL_ERROR,
+    ):
+        return EXIT_HARNESS
+    counts = results["counts"]
+    if counts.get("fail", 0):
+        return EXIT_FAILED
+    if counts.get("error", 0):
+        return EXIT_HARNESS
+    if pytest_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return EXIT_HARNESS
+    return EXIT_OK
+
+
+_STYLES = {
+    "fail": "bold red",
+    "error": "bold magenta",
+    "warn": "yellow",
+    "pass": "green",
+    "skip": "dim",
+    "untested": "dim",
+}
+
+
+def _summarise(
+    console: Console, results: dict[str, Any] | None, report_dir: Path, pytest_code: int
+) -> None:
+    """One screen: counts by verdict, what failed (ids with titles), where the reports are."""
+    if results is None:
+        console.print(
+            f"[bold red]no results: pytest stopped (exit {pytest_code}); "
+            f"see {report_dir / PYTEST_LOG}[/]"
+        )
+        return
+    table = Table(title=Text(f"Generation API conformance: {results['profile']['name']}"))
+    table.add_column("verdict")
+    table.add_column("requirements", justify="right")
+    for verdict, count in results["counts"].items():
+        table.add_row(f"[{_STYLES.get(verdict, '')}]{verdict}[/]", str(count))
+    console.print(table)
+    for verdict in ("fail", "error", "warn"):
+        listed = [r for r in results["requirements"] if r["verdict"] == verdict]
+        shown = listed[:15]
+        for requirement in shown:
+            line = Text(f"{verdict.upper():5} ", style=_STYLES[verdict])
+            # Ids, titles and reasons are plain text, never markup (a reason may hold "[").
+            line.append(f"{requirement['id']} {requirement['heading']}: {requirement['reason']}")
+            line.truncate(console.width * 2, overflow="ellipsis")
+            console.print(line)
+        if len(listed) > len(shown):
+            console.print(f"      … and {len(listed) - len(shown)} more {verdict}")
+    verdict_line = (
+        "[bold green]conformant[/]: no MUST requirement failed"
+        if results["ok"]
+        else "[bold red]not conformant[/]"
+    )
+    console.print(verdict_line)
+    console.print(
+        f"reports: {report_dir} (report.html, results.json, junit.xml, "
+        f"allure-results/, {PYTEST_LOG})"
+    )
 
 
 if __name__ == "__main__":

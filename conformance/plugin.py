@@ -54,7 +54,12 @@ __all__ = [
     "profile_path",
 ]
 
-pytest_plugins: list[str] = []
+#: SUITE-CORE's fixtures, one concern per module.
+pytest_plugins = [
+    "conformance.fixtures.profile",
+    "conformance.fixtures.client",
+    "conformance.fixtures.receiver",
+]
 
 #: Capabilities a check may need; a profile that lacks one makes the check skip.
 NEEDS_MARKERS: dict[str, str] = {
@@ -667,6 +672,8 @@ class _RunHooks:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
+        if session.config.option.collectonly:
+            return
         if not state.results and not state.requirements_by_nodeid:
             return  # not a conformance run: no check was collected
         self._adopt_crashes()
