@@ -1,0 +1,88 @@
+"""Assertion helpers named after spec concepts, shared by the checks.
+
+Each helper takes the requirement id it verifies and quotes it in its message, with what
+was expected and what was seen (STYLE.md §4), so a failure reads on its own in a report.
+They only judge responses; the checks send the requests themselves. Response bodies are
+quoted short (the plugin redacts failure text, and the recorder keeps the full exchange).
+
+Add a helper here when a second check needs the same judgement: one piece of code per
+idea.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+import httpx
+
+__all__ = [
+    "AUTH_REFUSALS",
+    "assert_not_refused_for_auth",
+    "assert_refused",
+    "assert_status",
+    "assert_status_in",
+    "describe",
+]
+
+#: The statuses that mean "not authenticated" or "not allowed" (spec §5.3, §7).
+AUTH_REFUSALS: Final = frozenset({401, 403})
+
+#: How much of a response body a message quotes.
+_QUOTED: Final = 200
+
+
+def describe(response: httpx.Response) -> str:
+    """``401 {"detail": "..."}``: the status and the start of the body, for messages."""
+    text = response.text
+    body = text[:_QUOTED] + ("..." if len(text) > _QUOTED else "")
+    return f"{response.status_code} {body!r}" if body else str(response.status_code)
+
+
+def _request_line(response: httpx.Response) -> str:
+    request = response.request
+    return f"{request.method} {request.url.path}"
+
+
+def assert_status(response: httpx.Response, expected: int, requirement_id: str) -> None:
+    """The response has exactly the status *expected* (a status the spec states)."""
+    assert response.status_code == expected, (
+        f"{requirement_id}: {_request_line(response)}: expected {expected}, "
+        f"saw {describe(response)}"
+    )
+
+
+def assert_status_in(
+    response: httpx.Response, expected: Collection[int], requirement_id: str
+) -> None:
+    """The response status is one of *expected* (e.g. 401 or 403 for a refusal)."""
+    shown = " or ".join(str(status) for status in sorted(expected))
+    assert response.status_code in expected, (
+        f"{requirement_id}: {_request_line(response)}: expected {shown}, saw {describe(response)}"
+    )
+
+
+def assert_refused(response: httpx.Response, requirement_id: str, why: str) -> None:
+    """The request is refused: a 4xx status, neither served (2xx, 3xx) nor a server error.
+
+    For refusals whose status the spec does not show (an invalid API key, §7): any 4xx
+    refuses; a 5xx is not a refusal but a failure to handle the request.
+    """
+    assert 400 <= response.status_code < 500, (
+        f"{requirement_id}: {_request_line(response)} with {why}: expected a 4xx refusal, "
+        f"saw {describe(response)}"
+    )
+
+
+def assert_not_refused_for_auth(response: httpx.Response, requirement_id: str, why: str) -> None:
+    """The request is served as far as credentials go: not 401/403, and not a 5xx.
+
+    Used where the request is valid for the key (in scope, well formed): any other 4xx
+    (e.g. a validation detail the spec leaves unshown) says nothing about authentication,
+    but a 5xx means the request was not served at all.
+    """
+    status = response.status_code
+    assert status not in AUTH_REFUSALS and status < 500, (
+        f"{requirement_id}: {_request_line(response)} with {why}: expected to be served "
+        f"(not 401/403, not 5xx), saw {describe(response)}"
+    )
