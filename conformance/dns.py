@@ -14,6 +14,7 @@ domain get REFUSED, unknown names inside it NXDOMAIN.
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import socket
 import threading
 import time
@@ -104,6 +105,10 @@ class DnsServer:
         if label == self.domain or label.endswith("." + self.domain):
             return label
         return f"{label}.{self.domain}"
+
+    def fresh_name(self, prefix: str = "cb") -> str:
+        """A full name no check used before (checks share the session's server)."""
+        return self.name(f"{prefix}-{secrets.token_hex(6)}")
 
     def set(self, name: str, addresses: Sequence[str]) -> str:
         """Answer *name* with *addresses* (IPv4 as A, IPv6 as AAAA); returns the full name."""

@@ -65,6 +65,8 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]
 # Secrets shorter than this are not searched in base64 forms: the core of a short
 # value's encoding is so short that it would mask unrelated text.
 _MIN_B64_CORE: Final = 8
+# Values under sensitive JSON members shorter than this are not learned as secrets.
+_MIN_LEARNED: Final = 8
 
 
 def mask_for(label: str) -> str:
@@ -221,8 +223,10 @@ class Redactor:
                 if isinstance(name, str) and name.lower() in SENSITIVE_FIELDS:
                     if isinstance(item, str) and item:
                         # A secret the run did not know yet (a key shown once): learn it,
-                        # so that its later uses are masked too.
-                        self.add(item, label=f"learned.{name.lower()}")
+                        # so that its later uses are masked too. Values too short to be a
+                        # secret are masked here but not learned (they would mask noise).
+                        if len(item) >= _MIN_LEARNED:
+                            self.add(item, label=f"learned.{name.lower()}")
                         result[name] = mask_for(f"learned.{name.lower()}")
                         continue
                 result[self.text(name) if isinstance(name, str) else name] = self.json(item)

@@ -134,3 +134,12 @@ def test_stop_releases_the_port() -> None:
     server.stop()
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind((host, port))
+
+
+def test_fresh_names_are_unique_and_unknown_until_set(server: DnsServer) -> None:
+    first, second = server.fresh_name(), server.fresh_name("rebind")
+    assert first != second
+    assert first.endswith(f".{DOMAIN}") and second.startswith("rebind-")
+    assert ask(server, first)[0] == "NXDOMAIN"
+    server.set(first, ["127.0.0.1"])
+    assert ask(server, first)[1] == ["127.0.0.1"]

@@ -179,3 +179,11 @@ def test_public_surface() -> None:
         "redact_logs",
     }
     assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_short_values_under_sensitive_members_are_masked_but_not_learned() -> None:
+    redactor = Redactor({})
+    masked = redactor.json({"key": "a", "token": ""})
+    assert masked == {"key": "[redacted:learned.key]", "token": ""}
+    assert not redactor.knows("a")
+    assert redactor.text("a banana") == "a banana"
