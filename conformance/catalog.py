@@ -123,7 +123,9 @@ class Requirement:
         return f"§{self.section} {self.heading}"
 
 
-@dataclass(frozen=True)
+# eq=False: compared and hashed by identity (its mappings are unhashable, and there is
+# one catalog per process anyway).
+@dataclass(frozen=True, eq=False)
 class Catalog:
     """The whole catalog: requirements in file order, looked up by id.
 
@@ -133,7 +135,7 @@ class Catalog:
     spec: Mapping[str, str]
     areas: Mapping[str, str]
     requirements: tuple[Requirement, ...]
-    _by_id: Mapping[str, Requirement] = field(init=False, repr=False, compare=False)
+    _by_id: Mapping[str, Requirement] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # The loader has already rejected duplicates; this mapping is the lookup index.
