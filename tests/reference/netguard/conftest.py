@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import pytest
@@ -38,9 +39,15 @@ class DictResolver:
         return [ipaddress.ip_address(address) for address in addresses]
 
 
+@cache
+def _vector_file() -> dict[str, Any]:
+    data: dict[str, Any] = genapi_spec.load_fixture("callback_urls.yaml")
+    return data
+
+
 def vector_names() -> dict[str, list[str]]:
     """The vectors' names, plus localhost as most systems answer it (A and AAAA)."""
-    data: dict[str, Any] = genapi_spec.load_fixture("callback_urls.yaml")
+    data = _vector_file()
     names: dict[str, list[str]] = {name: list(v) for name, v in data["names"].items()}
     names["localhost"] = ["127.0.0.1", "::1"]
     return names
