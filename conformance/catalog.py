@@ -141,6 +141,12 @@ class Catalog:
         # The loader has already rejected duplicates; this mapping is the lookup index.
         object.__setattr__(self, "_by_id", MappingProxyType({r.id: r for r in self.requirements}))
 
+    def __repr__(self) -> str:
+        return (
+            f"<Catalog {self.spec.get('edition', '?')}: {len(self.requirements)} "
+            f"requirements in {len(self.areas)} areas>"
+        )
+
     def __iter__(self) -> Iterator[Requirement]:
         return iter(self.requirements)
 

@@ -431,6 +431,13 @@ def test_by_area_follows_declared_order_and_partitions_the_catalog() -> None:
     assert all(r.area == area for area, members in grouped.items() for r in members)
 
 
+def test_catalog_repr_is_a_summary() -> None:
+    catalog = load_catalog()
+    assert repr(catalog) == (
+        f"<Catalog {SPEC_VERSION}: {len(catalog)} requirements in {len(catalog.areas)} areas>"
+    )
+
+
 def test_load_catalog_is_cached() -> None:
     assert load_catalog() is load_catalog()
 
