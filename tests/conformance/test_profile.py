@@ -324,3 +324,40 @@ def test_write_template_refuses_to_overwrite(tmp_path: Path) -> None:
     assert path.read_text(encoding="utf-8") == "mine"
     write_template(path, overwrite=True)
     assert path.read_text(encoding="utf-8") == template_text()
+
+
+def test_missing_keys_table() -> None:
+    text = MINIMAL.split("[keys.primary]")[0]
+    assert one_problem(text) == (
+        "keys: missing; add at least a [keys.primary] table with key (or key_env) and scopes"
+    )
+
+
+def test_session_without_any_credential() -> None:
+    text = MINIMAL.replace(f'token = "{TOKEN}"', 'email_typo = "x"')
+    problems = problems_of(text)
+    assert "sessions.primary.email_typo: unknown field; did you mean 'email'?" in problems
+    assert any(
+        p.startswith("sessions.primary.token: missing; set token (or token_env)") for p in problems
+    )
+
+
+def test_session_with_credentials_for_the_adapter() -> None:
+    text = MINIMAL.replace(f'token = "{TOKEN}"', 'email = "a@b.test"\npassword_env = "PW"')
+    session = parse_profile(text, env={"PW": "hunter2-hunter2"}).session("primary")
+    assert session.token is None and session.email == "a@b.test"
+    assert session.password == Secret("hunter2-hunter2")
+
+
+def test_public_surface() -> None:
+    import conformance.profile as module
+
+    assert all(hasattr(module, name) for name in module.__all__)
+    assert {
+        "Profile",
+        "KeyProfile",
+        "ProfileError",
+        "CapabilityMissing",
+        "load_profile",
+        "write_template",
+    } <= set(module.__all__)
