@@ -1,0 +1,204 @@
+"""``genapi-conformance``: arguments, exit codes, init-profile, and a run against a profile."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from conformance.cli import (
+    EXIT_FAILED,
+    EXIT_HARNESS,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code,
+    main,
+    pytest_args,
+)
+from conformance.profile import template_text
+
+TIER = {
+    "plan_code": "pro",
+    "requests_per_minute": 60,
+    "requests_per_day": 10000,
+    "concurrent_limit": 4,
+    "max_credits_per_day": 1000,
+    "allowed_model_types": ["image", "video"],
+}
+
+
+def _counts(**nonzero: int) -> dict[str, Any]:
+    counts = dict.fromkeys(("fail", "error", "warn", "pass", "skip", "untested"), 0)
+    counts.update(nonzero)
+    return {"counts": counts}
+
+
+@pytest.mark.parametrize(
+    ("pytest_code", "results", "expected"),
+    [
+        pytest.param(0, _counts(**{"pass": 3, "untested": 9}), EXIT_OK, id="all-pass-0"),
+        pytest.param(0, _counts(warn=2, skip=1), EXIT_OK, id="warn-and-skip-0"),
+        pytest.param(1, _counts(fail=1, error=1), EXIT_FAILED, id="must-failed-1"),
+        pytest.param(1, _counts(error=1), EXIT_HARNESS, id="harness-error-3"),
+        pytest.param(4, None, EXIT_USAGE, id="pytest-usage-2"),
+        pytest.param(2, _counts(), EXIT_HARNESS, id="interrupted-3"),
+        pytest.param(0, None, EXIT_HARNESS, id="no-results-3"),
+        pytest.param(5, _counts(untested=9), EXIT_OK, id="nothing-selected-0"),
+        pytest.param(1, _counts(**{"pass": 1}), EXIT_HARNESS, id="unexplained-failure-3"),
+    ],
+)
+def test_exit_code_from_pytest_and_verdicts(
+    pytest_code: int, results: dict[str, Any] | None, expected: int
+) -> None:
+    assert exit_code(pytest_code, results) == expected
+
+
+def _options(**overrides: Any) -> argparse.Namespace:
+    values: dict[str, Any] = {"only": [], "area": [], "workers": 2, "keyword": None}
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_pytest_args_pass_selection_and_workers(tmp_path: Path) -> None:
+    args = pytest_args(
+        _options(only=["TIER-READ-01"], area=["SIG"], keyword="tier"),
+        tmp_path / "p.toml",
+        tmp_path / "out",
+    )
+    joined = " ".join(args)
+    assert "--pyargs conformance.checks" in joined
+    assert "-n 2 --dist loadfile" in joined
+    assert f"--profile {tmp_path / 'p.toml'}" in joined
+    assert f"--junitxml {tmp_path / 'out' / 'junit.xml'}" in joined
+    assert f"--alluredir {tmp_path / 'out' / 'allure-results'}" in joined
+    assert "--only TIER-READ-01" in joined and "--area SIG" in joined and "-k tier" in joined
+    in_process = pytest_args(_options(workers=0), tmp_path / "p.toml", tmp_path / "out")
+    assert "-n" not in in_process and "no:xdist" in in_process
+
+
+def test_run_missing_profile_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--profile", str(tmp_path / "nope.toml")]) == EXIT_USAGE
+    assert "init-profile" in capsys.readouterr().err
+
+
+def test_run_fault_with_profile_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--profile", str(tmp_path / "p.toml"), "--fault", "x"]) == EXIT_USAGE
+    assert "--fault applies only to the embedded reference" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["run", "--workers", "-1"], id="negative-workers"),
+        pytest.param(["run", "--bogus"], id="unknown-option"),
+        pytest.param(["nonsense"], id="unknown-command"),
+        pytest.param([], id="no-command"),
+    ],
+)
+def test_cli_bad_arguments_exit_2(argv: list[str]) -> None:
+    assert main(argv) == EXIT_USAGE
+
+
+def test_init_profile_writes_template_once(tmp_path: Path) -> None:
+    target = tmp_path / "profiles" / "mine.toml"
+    assert main(["init-profile", str(target)]) == EXIT_OK
+    assert target.read_text(encoding="utf-8") == template_text()
+    target.write_text("edited", encoding="utf-8")
+    assert main(["init-profile", str(target)]) == EXIT_USAGE
+    assert target.read_text(encoding="utf-8") == "edited", "never overwrites silently"
+    assert main(["init-profile", str(target), "--force"]) == EXIT_OK
+    assert target.read_text(encoding="utf-8") == template_text()
+
+
+def _profile(tmp_path: Path, server: HTTPServer) -> Path:
+    path = tmp_path / "profile.toml"
+    path.write_text(
+        f'''name = "fake tier target"
+base_url = "{server.url_for("/").rstrip("/")}"
+key_prefix = "gk"
+adapter = "none"
+[keys.primary]
+key = "gk_cliTESTkey0123456789abcdef"
+account = "primary"
+scopes = ["images:generate"]
+[sessions.primary]
+token = "cliTESTsessiontoken0123456789"
+''',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
+    return subprocess.run(  # noqa: S603 (our own interpreter and module)
+        [sys.executable, "-m", "conformance.cli", "run", "--workers", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
+
+
+def test_run_against_profile_conformant_target_exits_0(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/v1/account/tier").respond_with_json(TIER)
+    httpserver.expect_request("/api/tier").respond_with_json(TIER)
+    report_dir = tmp_path / "out"
+    done = _run_cli(
+        "--profile",
+        str(_profile(tmp_path, httpserver)),
+        "--report-dir",
+        str(report_dir),
+        "--area",
+        "TIER",
+        "--area",
+        "CONSOLE",
+        cwd=tmp_path,
+    )
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "conformant" in done.stdout
+    assert str(report_dir) in done.stdout.replace("\n", "")
+    results = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
+    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+    assert verdicts["TIER-READ-01"] == "pass" and verdicts["CONSOLE-TIER-01"] == "pass"
+    assert {"report.html", "junit.xml", "pytest-output.txt"} <= {
+        p.name for p in report_dir.iterdir()
+    }
+    for path in report_dir.rglob("*"):
+        if path.is_file():
+            assert b"cliTEST" not in path.read_bytes(), f"a secret leaked into {path.name}"
+
+
+def test_run_against_profile_broken_target_exits_1_and_names_failures(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    broken = {**TIER, "requests_per_minute": "sixty"}
+    httpserver.expect_request("/v1/account/tier").respond_with_json(broken)
+    report_dir = tmp_path / "out"
+    done = _run_cli(
+        "--profile",
+        str(_profile(tmp_path, httpserver)),
+        "--report-dir",
+        str(report_dir),
+        "--only",
+        "TIER-READ-01",
+        cwd=tmp_path,
+    )
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "FAIL  TIER-READ-01" in done.stdout
+    assert "not conformant" in done.stdout
