@@ -97,15 +97,10 @@ class HostsFileResolver:
     trailing dot.
     """
 
-    def __init__(
-        self,
-        path: Path | str,
-        fallback: Resolver | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-    ) -> None:
+    def __init__(self, path: Path | str, fallback: Resolver | None = None) -> None:
+        # No timeout of its own: reading a local file is bounded; the fallback has one.
         self.path = Path(path)
         self.fallback = fallback
-        self.timeout_s = timeout_s
 
     def lookup_file(self, host: str) -> list[IPAddress]:
         """Every address the file gives ``host``, in file order (empty: not listed)."""
