@@ -1,0 +1,62 @@
+"""``genapi-conformance run`` end to end against the embedded reference implementation.
+
+Starts the real reference (run these through ``bash scripts/test``: a loopback-only
+network namespace), as a user would: a subprocess, the default two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.cli import EXIT_FAILED, EXIT_OK
+
+
+def _run(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
+    return subprocess.run(  # noqa: S603 (our own interpreter and module)
+        [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=report_dir.parent,
+        env=env,
+        check=False,
+    )
+
+
+def _results(report_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_run_embedded_reference_writes_four_reports_and_exits_0(tmp_path: Path) -> None:
+    report_dir = tmp_path / "report"
+    done = _run(report_dir)
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert (report_dir / "results.json").is_file()
+    assert (report_dir / "report.html").is_file()
+    assert (report_dir / "junit.xml").is_file()
+    assert list((report_dir / "allure-results").glob("*-result.json"))
+    results = _results(report_dir)
+    assert results["ok"] is True
+    assert results["profile"]["name"] == "reference (embedded)"
+    assert results["counts"]["fail"] == 0 and results["counts"]["error"] == 0
+    assert results["counts"]["pass"] > 0
+    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+    assert verdicts["TIER-READ-01"] == "pass"
+    assert verdicts["CONSOLE-TIER-01"] == "pass"
+
+
+def test_run_embedded_reference_with_fault_fails_its_requirement(tmp_path: Path) -> None:
+    report_dir = tmp_path / "report"
+    done = _run(report_dir, "--fault", "tier-endpoint-wrong-type", "--area", "TIER")
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    assert "FAIL  TIER-FIELD-02" in done.stdout
+    assert _results(report_dir)["requirements"]
+    verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
+    assert verdicts["TIER-FIELD-02"] == "fail"
