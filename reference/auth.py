@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jwt
+from jwt.types import Options
 from starlette.requests import Request
 
 from reference.config import Config
@@ -126,6 +127,8 @@ class Authenticator:
         self.faults = faults
         self.tiers = tiers
         self.limiter = RateLimiter(store, faults)
+        #: Only with fault ``revocation-delayed``: key rows cached by key value.
+        self._fault_cache: dict[str, tuple[float, Any]] = {}
 
     # --- console sessions -------------------------------------------------------------
 
@@ -143,12 +146,16 @@ class Authenticator:
         return token, now + ttl_s
 
     def _session_account(self, token: str) -> str | None:
+        options: Options = {
+            "require": ["exp", "sub", "typ"],
+            "verify_signature": not self.faults.on("session-signature-not-checked"),
+        }
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
                 _session_key(self.config.master_secret),
                 algorithms=[_JWT_ALGORITHM],
-                options={"require": ["exp", "sub", "typ"]},
+                options=options,
             )
         except jwt.PyJWTError:
             return None
@@ -178,32 +185,24 @@ class Authenticator:
     # --- API keys ---------------------------------------------------------------------
 
     def _key_row(self, value: str) -> Any:
+        if self.faults.on("revocation-delayed"):
+            cached = self._fault_cache.get(value)
+            if cached is not None and cached[0] > time.monotonic():
+                return cached[1]
         rows = self.store.read(
             "SELECT k.id, k.account_id, k.scopes, k.revoked_at, a.tier "
             "FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?",
             (hash_key(value),),
         )
-        return rows[0] if rows else None
-
-    def _key_from_session(self, token: str) -> Any:
-        """Fault ``console-token-opens-v1``: treat a console JWT as its account's first key."""
-        account = self._session_account(token)
-        if account is None:
-            return None
-        rows = self.store.read(
-            "SELECT k.id, k.account_id, ? AS scopes, NULL AS revoked_at, a.tier "
-            "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
-            "WHERE k.account_id = ? AND k.revoked_at IS NULL ORDER BY k.created_at LIMIT 1",
-            (json.dumps(list(SCOPES)), account),
-        )
-        return rows[0] if rows else None
+        row = rows[0] if rows else None
+        if row is not None and self.faults.on("revocation-delayed"):
+            self._fault_cache[value] = (time.monotonic() + 60.0, row)
+        return row
 
     def identify(self, request: Request) -> KeyContext:
         """The key of a /v1 request, or 401 (missing, malformed, unknown, revoked)."""
         value = _bearer(request)
         row = self._key_row(value)
-        if row is None and self.faults.on("console-token-opens-v1"):
-            row = self._key_from_session(value)
         if row is None:
             prefix = self.config.key_prefix
             body = value.removeprefix(prefix + "_")

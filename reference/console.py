@@ -110,7 +110,10 @@ async def console_tier(request: Request) -> Response:
     session = await require_session(request)
     auth = _auth(request)
     rows = auth.store.read("SELECT tier FROM accounts WHERE id = ?", (session.account_id,))
-    record = auth.tiers.get(rows[0]["tier"]).record()
+    tier = rows[0]["tier"]
+    if auth.faults.on("console-tier-differs"):
+        tier = next(name for name in auth.tiers.tiers if name != tier)
+    record = auth.tiers.get(tier).record()
     return JSONResponse(record)
 
 

@@ -99,11 +99,14 @@ class RateLimiter:
         """Count one request of ``key_id``, or raise the 429 of spec §7."""
         if self._faults.on("rate-limit-never-enforced"):
             return
+        enforced = tier.requests_per_minute
+        if self._faults.on("enforced-limit-below-reported"):
+            enforced = max(1, enforced - 5)
         now = time.monotonic()
         with self._lock:
             window = self._windows.setdefault(key_id, deque())
             self._prune(window, now)
-            if len(window) >= tier.requests_per_minute:
+            if len(window) >= enforced:
                 wait = window[0] + WINDOW_S - now
                 state = WindowState(
                     limit=tier.requests_per_minute,
