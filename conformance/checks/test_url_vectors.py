@@ -1,0 +1,91 @@
+"""Callback URL rules against the fixture vectors (spec §4 "Callback URL requirements", §7).
+
+Every vector of ``fixtures/callback_urls.yaml`` that the suite may submit
+(:func:`conformance.strategies.fixture_vectors`) goes in both fields that carry a callback
+target, ``callback_url`` and ``webhook.url`` (spec §2: webhook.url "Must satisfy the
+callback URL rules"). Reject vectors must be answered 400 (spec §7) and never contacted:
+the canaries listen where a wrongly accepted local vector would connect. Accept vectors
+point at the suite's receiver and must be answered 202.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance.asserts import assert_status
+from conformance.catalog import Level, load_catalog
+from conformance.client import ApiClient
+from conformance.profile import Profile
+from conformance.receiver import CanaryView, Receiver
+from conformance.strategies import (
+    FIELDS,
+    UrlVector,
+    body_with_target,
+    fixture_vectors,
+    iut_on_this_machine,
+)
+
+#: Spec §4: image submits accept callback_url and webhook; the scope is images:generate.
+SUBMIT = "/v1/images/generate"
+PROMPT = "conformance check: callback URL rules"
+
+
+def _cases(verdict: str) -> list[Any]:
+    catalog = load_catalog()
+    cases = []
+    for vector in fixture_vectors():
+        if vector.verdict != verdict:
+            continue
+        for field in FIELDS:
+            ids = list(vector.requirement_ids)
+            if (
+                verdict == "reject"
+                and field == "webhook.url"
+                and all(catalog[i].level is Level.MUST for i in ids)
+            ):
+                # Spec §2: webhook.url "Must satisfy the callback URL rules".
+                ids.append("TARGET-BIND-03")
+            cases.append(
+                pytest.param(
+                    vector,
+                    field,
+                    id=f"{field}-{vector.case_id}",
+                    marks=pytest.mark.requirement(*ids),
+                )
+            )
+    return cases
+
+
+def _canary_port(profile: Profile, canary: CanaryView) -> int | None:
+    on_this_machine = iut_on_this_machine(profile.base_url, profile.receiver.public_url)
+    return canary.port if on_this_machine else None
+
+
+@pytest.mark.parametrize(("vector", "field"), _cases("reject"))
+def test_url_vector_breaking_rule_answered_400(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    canary: CanaryView,
+    vector: UrlVector,
+    field: str,
+) -> None:
+    """A callback URL that breaks a callback URL rule fails the submit with 400, uncontacted."""
+    url = vector.render(receiver.url_for(""), _canary_port(profile, canary))
+    response = api.request("POST", SUBMIT, json=body_with_target(field, url, PROMPT))
+    cited = "/".join(vector.requirement_ids)
+    assert_status(response, 400, f"{cited} ({vector.why}; {field}={url!r})")
+    canary.assert_no_hits()
+
+
+@pytest.mark.parametrize(("vector", "field"), _cases("accept"))
+def test_url_vector_on_receiver_accepted(
+    api: ApiClient, receiver: Receiver, vector: UrlVector, field: str
+) -> None:
+    """A callback URL on the suite's receiver that meets every rule is accepted with 202."""
+    url = vector.render(receiver.url_for(""))
+    response = api.request("POST", SUBMIT, json=body_with_target(field, url, PROMPT))
+    cited = "/".join(vector.requirement_ids)
+    assert_status(response, 202, f"{cited} ({vector.why}; {field}={url[:120]!r})")
