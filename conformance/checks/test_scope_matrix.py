@@ -1,0 +1,157 @@
+"""The scope matrix: every key the profile declares by every scoped endpoint (spec §4 "Scope:"
+lines, §5.2, §5.3 "A call to an endpoint outside the key's scopes returns 403", §7).
+
+Cases are generated from the profile at collection, so the matrix follows the keys a
+target declares: a key lacking an endpoint's scope must get 403; a key holding it must
+not be refused (not 401/403). Keys with the same scopes prove the same thing, so the
+"inside" half sends one request per distinct scope set (submits spend credits). Two
+roles stay out: ``low-limit`` (its rate and credit budget belongs to the rate checks)
+and, for the "inside" half, ``restricted-models`` (its tier may refuse a model
+category, a refusal that has nothing to do with scopes). The audio and agent endpoints
+are the reference's extensions (their paths are not shown, §4 Other operations), so
+their cases need the adapter and only warn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.asserts import assert_not_refused_for_auth, assert_status
+from conformance.client import ApiClient
+from conformance.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.plugin import RUN_KEY
+from conformance.profile import KeyProfile, Profile
+from conformance.receiver import Receiver
+from conformance.secrets import Redactor
+
+#: Requirement ids per scope: (outside the scope → 403, inside → not refused).
+_IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "images:generate": (("SCOPE-DENY-01", "SCOPE-IMAGES-01"), ("SCOPE-IMAGES-02",)),
+    "images:edit": (("SCOPE-DENY-01", "SCOPE-EDIT-01"), ("SCOPE-EDIT-02",)),
+    "videos:generate": (("SCOPE-DENY-01", "SCOPE-VIDEO-01"), ("SCOPE-VIDEO-02",)),
+    "audio:generate": (("SCOPE-AUDIO-01",), ("SCOPE-AUDIO-01",)),
+    "agent:run": (("SCOPE-AGENT-01",), ("SCOPE-AGENT-01",)),
+}
+
+#: Roles whose budgets belong to other checks (rate limits, concurrency, credit cap).
+_NEVER = frozenset({"low-limit"})
+#: Roles whose tier may refuse a model category (a 403 that is not about scopes).
+_NOT_INSIDE = frozenset({"restricted-models"})
+
+
+def _scoped_operations() -> list[Operation]:
+    return [op for op in operations(extensions=True) if op.public and op.scope in _IDS]
+
+
+def _distinct_scope_sets(keys: list[KeyProfile]) -> list[KeyProfile]:
+    """The first key of each distinct scope set, in profile order."""
+    seen: set[frozenset[str]] = set()
+    chosen: list[KeyProfile] = []
+    for key in keys:
+        scopes = frozenset(key.scopes)
+        if scopes not in seen:
+            seen.add(scopes)
+            chosen.append(key)
+    return chosen
+
+
+def _outside_cases(profile: Profile) -> list[object]:
+    cases: list[object] = []
+    for op in _scoped_operations():
+        assert op.scope is not None
+        for key in profile.keys_without_scope(op.scope):
+            if key.role in _NEVER:
+                continue
+            cases.append(
+                pytest.param(
+                    op,
+                    key.role,
+                    id=f"{op.param_id}-{key.role}-403",
+                    marks=pytest.mark.requirement(*_IDS[op.scope][0]),
+                )
+            )
+    return cases
+
+
+def _inside_cases(profile: Profile) -> list[object]:
+    cases: list[object] = []
+    for op in _scoped_operations():
+        assert op.scope is not None
+        usable = [
+            k
+            for k in profile.keys_with_scope(op.scope)
+            if k.role not in _NEVER and k.role not in _NOT_INSIDE
+        ]
+        for key in _distinct_scope_sets(usable):
+            cases.append(
+                pytest.param(
+                    op,
+                    key.role,
+                    id=f"{op.param_id}-{key.role}-served",
+                    marks=pytest.mark.requirement(*_IDS[op.scope][1]),
+                )
+            )
+    return cases
+
+
+def _unscoped_cases(profile: Profile) -> list[object]:
+    usable = [k for k in profile.keys.values() if not k.revoked and k.role not in _NEVER]
+    return [
+        pytest.param(op, key.role, id=f"{op.param_id}-{key.role}-served")
+        for op in operations()
+        if op.public and op.scope is None
+        for key in _distinct_scope_sets(usable)
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Build the matrix from the run's profile (none given: no cases, pytest says why)."""
+    if "role" not in metafunc.fixturenames:
+        return
+    profile = metafunc.config.stash[RUN_KEY].profile
+    build = {
+        "test_scoped_endpoint_with_key_lacking_scope_returns_403": _outside_cases,
+        "test_scoped_endpoint_with_key_holding_scope_is_served": _inside_cases,
+        "test_unscoped_endpoint_with_any_valid_key_is_served": _unscoped_cases,
+    }[metafunc.function.__name__]
+    cases = [] if profile is None else build(profile)
+    metafunc.parametrize(("op", "role"), cases)
+
+
+@pytest.fixture(scope="module")
+def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[OperationPaths]:
+    """Real ids of the primary account for the unscoped operations' path parameters."""
+    with operation_paths(profile, redactor, receiver, "scope-matrix") as found:
+        yield found
+
+
+# Requirement ids come with each case (per endpoint); see _IDS.
+def test_scoped_endpoint_with_key_lacking_scope_returns_403(
+    api: ApiClient, op: Operation, role: str
+) -> None:
+    """A key without the endpoint's scope gets 403 (a valid body, so only the scope is
+    wrong)."""
+    response = api.request(op.method, op.path, role=role, json=op.minimal_body())
+    ids = _IDS[op.scope or ""][0]
+    assert_status(response, 403, "/".join(ids) + f" (key {role!r} lacks {op.scope})")
+
+
+# Requirement ids come with each case (per endpoint); see _IDS.
+def test_scoped_endpoint_with_key_holding_scope_is_served(
+    api: ApiClient, op: Operation, role: str
+) -> None:
+    """A key holding the endpoint's scope (and lacking others) is not refused."""
+    response = api.request(op.method, op.path, role=role, json=op.minimal_body())
+    ids = _IDS[op.scope or ""][1]
+    assert_not_refused_for_auth(response, "/".join(ids), f"key {role!r} holding {op.scope}")
+
+
+@pytest.mark.requirement("SCOPE-FREE-01")
+def test_unscoped_endpoint_with_any_valid_key_is_served(
+    api: ApiClient, paths: OperationPaths, op: Operation, role: str
+) -> None:
+    """An endpoint that lists no scope serves a valid key whatever scopes it holds."""
+    response = api.request(op.method, paths.path(op), role=role, json=op.minimal_body())
+    assert_not_refused_for_auth(response, "SCOPE-FREE-01", f"key {role!r}")
