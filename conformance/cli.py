@@ -256,8 +256,9 @@ class _Progress:
         self.progress.start()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.progress.update(self.task, total=len(session.items))
-        self.progress.refresh()
+        if session.items:  # under xdist the controller collects nothing: see below
+            self.progress.update(self.task, total=len(session.items))
+            self.progress.refresh()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
