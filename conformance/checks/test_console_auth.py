@@ -1,0 +1,267 @@
+"""Console paths and their credentials (spec §4 "Console endpoints (signed-in session only;
+an API key cannot call them)", §5.5 "Console-only operations need a signed-in session").
+
+Every console operation of the OpenAPI document is sent with an API key, with nothing,
+with tokens that are not valid session JWTs, and with the primary session. Operations
+on a webhook run against a real registered webhook of the primary account, created with
+the session for the check and deleted after it, so a refusal is not just a 404. The
+refusal status is not shown: the MUST checks accept any 4xx; 401 or 403 for an API key
+is an interpretation (CONSOLE-KEY-06).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from conformance.asserts import (
+    assert_not_refused_for_auth,
+    assert_refused,
+    assert_status_in,
+    describe,
+)
+from conformance.client import ApiClient
+from conformance.operations import Operation, operations
+from conformance.profile import Profile
+from conformance.receiver import Endpoint
+
+#: The console operations the spec states (extensions are the reference's own).
+CONSOLE_OPERATIONS = [op for op in operations() if op.console]
+
+#: Per operation: the requirement "an API key cannot call it" (spec §4 console table).
+_KEY_REFUSED = {
+    ("POST", "/api/webhooks"): "CONSOLE-KEY-01",
+    ("GET", "/api/webhooks"): "CONSOLE-KEY-02",
+    ("POST", "/api/webhooks/{id}/test"): "CONSOLE-KEY-03",
+    ("DELETE", "/api/webhooks/{id}"): "CONSOLE-KEY-04",
+    ("GET", "/api/tier"): "CONSOLE-KEY-05",
+}
+
+
+def _key_refused_cases() -> list[object]:
+    cases: list[object] = []
+    for op in CONSOLE_OPERATIONS:
+        requirement = _KEY_REFUSED.get((op.method, op.path))
+        if requirement is None:
+            continue  # an operation the catalog has no entry for yet: no claim made
+        marks = [pytest.mark.requirement(requirement)]
+        if "{" in op.path:
+            marks.append(pytest.mark.console)  # needs a real webhook, made with a session
+        cases.append(pytest.param(op, id=op.param_id, marks=marks))
+    return cases
+
+
+def _by_op(*, console_if_id: bool) -> list[object]:
+    return [
+        pytest.param(
+            op,
+            id=op.param_id,
+            marks=[pytest.mark.console] if console_if_id and "{" in op.path else [],
+        )
+        for op in CONSOLE_OPERATIONS
+    ]
+
+
+# -- set-up helpers ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def webhook(api: ApiClient, endpoint: Endpoint, profile: Profile) -> Iterator[str]:
+    """A registered webhook of the primary account (its id), pointed at the check's
+    endpoint; deleted after the check. Without a console session: a made-up id."""
+    if "primary" not in profile.sessions:
+        yield "wh_conformance_unknown"
+        return
+    response = api.request(
+        "POST", "/api/webhooks", role="none", session="primary", json={"url": endpoint.url}
+    )
+    if response.status_code not in (200, 201):
+        pytest.fail(f"setup: POST /api/webhooks with the primary session: {describe(response)}")
+    webhook_id = str(response.json()["id"])
+    yield webhook_id
+    api.request("DELETE", f"/api/webhooks/{webhook_id}", role="none", session="primary")
+
+
+def _body(op: Operation, endpoint: Endpoint) -> dict[str, object] | None:
+    """POST /api/webhooks gets a valid body (the receiver's URL); the rest none."""
+    return {"url": endpoint.url} if op.has_body else None
+
+
+def _listed(api: ApiClient) -> list[dict[str, object]]:
+    """The primary account's registered webhooks, read with the session (a JSON array,
+    or an object holding one: the console payloads are not shown, CONSOLE-PAYLOAD-01)."""
+    response = api.request("GET", "/api/webhooks", role="none", session="primary")
+    assert response.status_code == 200, f"setup: GET /api/webhooks: {describe(response)}"
+    body = response.json()
+    if isinstance(body, dict):
+        body = body.get("webhooks", body.get("data"))
+    assert isinstance(body, list), f"setup: GET /api/webhooks: no list in {describe(response)}"
+    return [item for item in body if isinstance(item, dict)]
+
+
+def _path(request: pytest.FixtureRequest, op: Operation) -> str:
+    """The operation's path; an id in it is a fresh webhook of the primary account."""
+    if "{" not in op.path:
+        return op.path
+    webhook_id: str = request.getfixturevalue("webhook")
+    return op.url(id=webhook_id)
+
+
+def _cleanup_created(api: ApiClient, response: httpx.Response) -> None:
+    """A webhook wrongly created by a refused credential is deleted with the session."""
+    if response.request.method != "POST" or response.request.url.path != "/api/webhooks":
+        return
+    if 200 <= response.status_code < 300 and "primary" in api.profile.sessions:
+        created = response.json()
+        if isinstance(created, dict) and "id" in created:
+            api.request("DELETE", f"/api/webhooks/{created['id']}", role="none", session="primary")
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _invalid_tokens(profile: Profile) -> dict[str, str]:
+    """Bearer values that are not valid session JWTs; the forged ones keep the primary
+    session's claims, so only the signature (or its absence) is wrong."""
+    tokens = {"not-a-jwt": "not-a-session-token"}
+    session = profile.sessions.get("primary")
+    if session is not None and session.token is not None:
+        header, _, rest = session.token.reveal().partition(".")
+        payload = rest.partition(".")[0]
+        tokens["bad-signature"] = f"{header}.{payload}.{_b64url(secrets.token_bytes(32))}"
+        none_header = _b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
+        tokens["alg-none"] = f"{none_header}.{payload}."
+    return tokens
+
+
+INVALID_TOKEN_FORMS = ["not-a-jwt", "bad-signature", "alg-none"]
+
+
+# -- an API key cannot call console operations ------------------------------------------
+
+
+@pytest.mark.parametrize("op", _key_refused_cases())
+def test_console_operation_with_api_key_is_refused(
+    api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
+) -> None:
+    """A console operation called with a valid API key (no session) is refused, with no
+    effect (no webhook created, nothing sent, nothing deleted)."""
+    requirement = _KEY_REFUSED[(op.method, op.path)]
+    path = _path(request, op)
+    response = api.request(op.method, path, json=_body(op, endpoint))
+    try:
+        assert_refused(response, requirement, "the primary API key and no session")
+    finally:
+        _cleanup_created(api, response)
+    if "primary" not in api.profile.sessions:
+        return  # the effects are read with a session
+    if op.method == "POST" and op.path == "/api/webhooks":
+        urls = [item.get("url") for item in _listed(api)]
+        assert endpoint.url not in urls, (
+            f"{requirement}: expected no webhook at {endpoint.url} after the refused "
+            "create; the console lists one"
+        )
+    elif op.method == "POST":
+        endpoint.assert_quiet(1.0)  # a refused test sends nothing (CONSOLE-KEY-03)
+    elif op.method == "DELETE":
+        assert path.rsplit("/", 1)[-1] in [str(item.get("id")) for item in _listed(api)], (
+            f"{requirement}: expected the webhook to survive the refused delete; "
+            "the console no longer lists it"
+        )
+
+
+@pytest.mark.parametrize("op", _key_refused_cases())
+@pytest.mark.requirement("CONSOLE-KEY-06")
+def test_console_operation_with_api_key_returns_401_or_403(
+    api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
+) -> None:
+    """A console operation refuses an API key with 401 or 403."""
+    path = _path(request, op)
+    response = api.request(op.method, path, json=_body(op, endpoint))
+    try:
+        assert_status_in(response, {401, 403}, "CONSOLE-KEY-06")
+    finally:
+        _cleanup_created(api, response)
+
+
+# -- a signed-in session is needed ------------------------------------------------------
+
+
+@pytest.mark.requirement("CONSOLE-SESSION-01")
+@pytest.mark.parametrize("op", _by_op(console_if_id=False))
+def test_console_operation_without_credentials_is_refused(
+    api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
+) -> None:
+    """A console operation with no Authorization header is refused."""
+    path = _path(request, op)
+    response = api.request(
+        op.method,
+        path,
+        role="none",
+        json=_body(op, endpoint),
+    )
+    try:
+        assert_refused(response, "CONSOLE-SESSION-01", "no credentials")
+    finally:
+        _cleanup_created(api, response)
+
+
+@pytest.mark.requirement("CONSOLE-SESSION-02")
+@pytest.mark.parametrize("form", INVALID_TOKEN_FORMS)
+@pytest.mark.parametrize("op", _by_op(console_if_id=False))
+def test_console_operation_with_invalid_session_token_is_refused(
+    api: ApiClient,
+    profile: Profile,
+    endpoint: Endpoint,
+    request: pytest.FixtureRequest,
+    op: Operation,
+    form: str,
+) -> None:
+    """A console operation with a token that is not a valid session JWT (garbage, the
+    primary session's claims with a forged signature, or with alg "none") is refused."""
+    tokens = _invalid_tokens(profile)
+    if form not in tokens:
+        pytest.skip("needs console: set sessions.primary.token in the profile (to forge from)")
+    path = _path(request, op)
+    response = api.request(
+        op.method,
+        path,
+        role="none",
+        headers={"Authorization": f"Bearer {tokens[form]}"},
+        json=_body(op, endpoint),
+    )
+    try:
+        assert_refused(response, "CONSOLE-SESSION-02", f"an invalid session token ({form})")
+    finally:
+        _cleanup_created(api, response)
+
+
+@pytest.mark.console
+@pytest.mark.requirement("CONSOLE-SESSION-03")
+@pytest.mark.parametrize("op", _by_op(console_if_id=True))
+def test_console_operation_with_session_is_served(
+    api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
+) -> None:
+    """A console operation with the primary account's session is served."""
+    path = _path(request, op)
+    response = api.request(
+        op.method,
+        path,
+        role="none",
+        session="primary",
+        json=_body(op, endpoint),
+    )
+    try:
+        assert_not_refused_for_auth(response, "CONSOLE-SESSION-03", "the primary session")
+        assert 200 <= response.status_code < 300, (
+            f"CONSOLE-SESSION-03: {op.method} {op.path} with the primary session: expected "
+            f"2xx, saw {describe(response)}"
+        )
+    finally:
+        _cleanup_created(api, response)
