@@ -1,0 +1,231 @@
+"""The event envelope's own fields (spec §2 Event envelope, §6 Delivery request, §9
+Versioning), judged on bodies delivered to each kind of target.
+
+The generations are set up once for the module (:class:`conformance.events.EventLab`);
+each check judges one statement on what arrived.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from conformance.events import (
+    COMPLETED,
+    FAILED,
+    EventLab,
+    Generated,
+    Scenario,
+    SetupFailed,
+    event_lab,
+    schema_errors,
+)
+from conformance.profile import Profile
+from conformance.receiver import Receiver
+from conformance.secrets import Redactor
+
+INLINE = Scenario(kind="webhook.url")
+CALLBACK = Scenario(kind="callback_url")
+REGISTERED = Scenario(kind="webhook.id")
+FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
+VIDEO = Scenario(kind="webhook.url", path="/v1/videos/generate")
+
+#: Parameters over the kinds of target (spec §4 rule 1); a registered webhook needs a
+#: console session.
+BY_TARGET = [
+    pytest.param(INLINE, id="webhook-url"),
+    pytest.param(CALLBACK, id="callback-url"),
+    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
+]
+#: Parameters over what the generation did: completed, failed (the sandbox's prompt).
+BY_OUTCOME = [
+    pytest.param(INLINE, id="completed"),
+    pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox),
+]
+
+_EVENT_ID = re.compile(r"evt_[0-9a-f]+")
+# ISO 8601 date-time with a UTC offset (Z or ±hh:mm), the shape of schemas/timestamp.json.
+_WITH_OFFSET = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
+    with event_lab(profile, redactor, receiver, "envelope-fields") as made:
+        made.start(INLINE, CALLBACK)
+        yield made
+
+
+def _field(generated: Generated, name: str) -> Any:
+    envelope = generated.envelope()
+    assert name in envelope, (
+        f"expected the envelope to carry {name!r}, saw the fields {sorted(envelope)} "
+        f"{generated.describe()}"
+    )
+    return envelope[name]
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
+)
+@pytest.mark.requirement("DLV-BODY-01")
+def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> None:
+    """A delivery's body is a JSON object that validates against the event envelope."""
+    generated = lab.get(scenario)
+    try:
+        body = generated.first.json()
+    except ValueError:
+        pytest.fail(
+            f"DLV-BODY-01: expected a JSON body, saw {generated.first.raw_body[:200]!r} "
+            f"{generated.describe()}"
+        )
+    errors = schema_errors("event-envelope", body)
+    assert not errors, (
+        f"DLV-BODY-01: expected the event envelope (schemas/event-envelope.json) "
+        f"{generated.describe()}; it breaks the schema:\n" + "\n".join(errors)
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("EVT-ENV-01")
+def test_envelope_id_has_evt_hex_form(lab: EventLab, scenario: Scenario) -> None:
+    """The envelope's id is a string evt_<hex>."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "id")
+    assert isinstance(seen, str) and _EVENT_ID.fullmatch(seen), (
+        f"EVT-ENV-01: expected id of the form evt_<hex>, saw {seen!r} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "event"),
+    [
+        pytest.param(INLINE, COMPLETED, id="completed"),
+        pytest.param(FAILED_INLINE, FAILED, id="failed", marks=pytest.mark.sandbox),
+    ],
+)
+@pytest.mark.requirement("EVT-ENV-02")
+def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event: str) -> None:
+    """The envelope's event is the name of what happened (completed or failed)."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "event")
+    assert seen == event, (
+        f"EVT-ENV-02: expected event {event!r}, saw {seen!r} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("EVT-ENV-03")
+def test_envelope_created_at_carries_offset(lab: EventLab, scenario: Scenario) -> None:
+    """The envelope's created_at is an ISO 8601 timestamp with a UTC offset."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "created_at")
+    shaped = isinstance(seen, str) and _WITH_OFFSET.fullmatch(seen)
+    assert shaped, (
+        f"EVT-ENV-03: expected an ISO 8601 timestamp with offset (e.g. "
+        f"2026-08-01T12:00:00Z or ...+02:00), saw {seen!r} {generated.describe()}"
+    )
+    parsed = datetime.fromisoformat(str(seen).replace("z", "Z"))
+    assert parsed.tzinfo is not None, f"EVT-ENV-03: {seen!r} parses without an offset"
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("VER-ENV-01")
+def test_envelope_carries_api_version(lab: EventLab, scenario: Scenario) -> None:
+    """Every envelope carries api_version."""
+    generated = lab.get(scenario)
+    envelope = generated.envelope()
+    assert "api_version" in envelope, (
+        f"VER-ENV-01: expected api_version in the envelope, saw the fields "
+        f"{sorted(envelope)} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("EVT-ENV-04")
+def test_envelope_api_version_is_string(lab: EventLab, scenario: Scenario) -> None:
+    """The envelope's api_version is a string."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "api_version")
+    assert isinstance(seen, str), (
+        f"EVT-ENV-04: expected api_version to be a string, saw {seen!r} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("VER-ENV-02")
+def test_envelope_api_version_is_profile_version(
+    lab: EventLab, scenario: Scenario, profile: Profile
+) -> None:
+    """api_version is the date string the profile names (the spec's 2026-08-01)."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "api_version")
+    assert seen == profile.api_version, (
+        f"VER-ENV-02: expected api_version {profile.api_version!r}, saw {seen!r} "
+        f"{generated.describe()}"
+    )
+
+
+@pytest.mark.requirement("VER-ENV-03")
+def test_envelope_api_version_same_across_targets_and_events(
+    lab: EventLab, profile: Profile
+) -> None:
+    """Every envelope the service sends carries the same api_version."""
+    scenarios = [INLINE, CALLBACK]
+    if profile.sessions:
+        scenarios.append(REGISTERED)
+    lab.start(*scenarios, FAILED_INLINE, VIDEO)
+    seen = {s.label: lab.get(s).envelope().get("api_version") for s in scenarios}
+    for optional in (FAILED_INLINE, VIDEO):  # where the IUT offers them, compare them too
+        try:
+            seen[optional.label] = lab.get(optional).envelope().get("api_version")
+        except SetupFailed:
+            continue
+    assert len({repr(v) for v in seen.values()}) == 1, (
+        f"VER-ENV-03: expected one api_version in every envelope, saw {seen}"
+    )
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [pytest.param(INLINE, id="webhook-url"), pytest.param(CALLBACK, id="callback-url")],
+)
+@pytest.mark.requirement("EVT-ENV-05")
+def test_envelope_webhook_id_null_without_registered_webhook(
+    lab: EventLab, scenario: Scenario
+) -> None:
+    """webhook_id is null when the delivery was bound by webhook.url or callback_url."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "webhook_id")
+    assert seen is None, (
+        f"EVT-ENV-05: expected webhook_id null (no registered webhook used), saw {seen!r} "
+        f"{generated.describe()}"
+    )
+
+
+@pytest.mark.console
+@pytest.mark.requirement("EVT-ENV-06")
+def test_envelope_webhook_id_names_registered_webhook(lab: EventLab) -> None:
+    """webhook_id is the registered webhook's id when the delivery went through webhook.id."""
+    generated = lab.get(REGISTERED)
+    assert generated.webhook is not None
+    seen = _field(generated, "webhook_id")
+    assert seen == generated.webhook.id, (
+        f"EVT-ENV-06: expected webhook_id {generated.webhook.id!r}, saw {seen!r} "
+        f"{generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("EVT-ENV-07")
+def test_envelope_data_is_object(lab: EventLab, scenario: Scenario) -> None:
+    """The envelope's data is a JSON object."""
+    generated = lab.get(scenario)
+    seen = _field(generated, "data")
+    assert isinstance(seen, dict), (
+        f"EVT-ENV-07: expected data to be a JSON object, saw {seen!r:.200} {generated.describe()}"
+    )
