@@ -23,6 +23,7 @@ import json
 import logging
 import re
 import secrets
+import select
 import socket
 import threading
 import time
@@ -385,8 +386,12 @@ _CANARY_REPLY: Final = (
 )
 
 
+#: Connections a listener reads at once; beyond that a hit is recorded and closed at once.
+_MAX_CANARY_READERS: Final = 8
+
+
 class _Listener:
-    """One listening socket served by one thread: bounded, whatever connects to it."""
+    """One listening socket: one accept thread, at most 8 short-lived reader threads."""
 
     def __init__(self, canary: Canary, label: str, sock: socket.socket) -> None:
         self.canary = canary
@@ -394,10 +399,19 @@ class _Listener:
         self.sock = sock
         self.sock.settimeout(0.1)  # the accept loop checks for stop at this period
         self.thread = threading.Thread(target=self._run, name=f"canary-{label}", daemon=True)
+        self._readers = threading.BoundedSemaphore(_MAX_CANARY_READERS)
 
     @property
     def port(self) -> int:
         return int(self.sock.getsockname()[1])
+
+    def pending(self) -> bool:
+        """Whether a connection waits in the backlog (not yet accepted, so not recorded)."""
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False  # closed
+        return bool(readable)
 
     def _run(self) -> None:
         while not self.canary._stopping.is_set():
@@ -407,29 +421,44 @@ class _Listener:
                 continue
             except OSError:
                 return  # closed by stop()
-            with conn:
-                index = self.canary._record(
-                    CanaryHit(
-                        listener=self.label,
-                        peer=str(peer[0]),
-                        local=str(conn.getsockname()[0]),
-                        arrived_at=time.monotonic(),
-                    )
+            # Recorded on accept: a connection is the violation, whatever it sends.
+            index = self.canary._record(
+                CanaryHit(
+                    listener=self.label,
+                    peer=str(peer[0]),
+                    local=str(conn.getsockname()[0]),
+                    arrived_at=time.monotonic(),
                 )
+            )
+            if self._readers.acquire(blocking=False):
+                threading.Thread(
+                    target=self._read,
+                    args=(conn, index),
+                    name=f"canary-{self.label}-read",
+                    daemon=True,
+                ).start()
+            else:
+                conn.close()
+
+    def _read(self, conn: socket.socket, index: int) -> None:
+        """Read the request line (for the report) and answer, within 2 s."""
+        try:
+            with conn:
                 conn.settimeout(2.0)
                 data = b""
-                try:
-                    while b"\r\n" not in data and len(data) < 8192:
-                        chunk = conn.recv(4096)
-                        if not chunk:
-                            break
-                        data += chunk
-                    if b"\r\n" in data:
-                        line = data.split(b"\r\n", 1)[0].decode("latin-1")[:300]
-                        self.canary._complete(index, line)
-                        conn.sendall(_CANARY_REPLY)
-                except OSError:
-                    pass  # the peer went away; the hit is recorded already
+                while b"\r\n" not in data and len(data) < 8192:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                if b"\r\n" in data:
+                    line = data.split(b"\r\n", 1)[0].decode("latin-1")[:300]
+                    self.canary._complete(index, line)
+                    conn.sendall(_CANARY_REPLY)
+        except OSError:
+            pass  # the peer went away or was silent; the hit is recorded already
+        finally:
+            self._readers.release()
 
 
 class Canary:
@@ -519,8 +548,22 @@ class Canary:
                 hit.listener, hit.peer, hit.local, hit.arrived_at, request_line
             )
 
+    def settle(self, timeout: float = 1.0) -> None:
+        """Let the accept threads record connections already waiting in the backlog.
+
+        A connection completes in the kernel before it is accepted; without this, a
+        check could read the hits between an IUT's connect and the accept.
+        """
+        deadline = time.monotonic() + timeout
+        while any(listener.pending() for listener in self._listeners):
+            if time.monotonic() >= deadline:
+                return
+            with self._lock:
+                self._lock.wait(0.01)  # woken by _record; bounded by the deadline
+
     @property
     def hits(self) -> list[CanaryHit]:
+        self.settle()
         with self._lock:
             return list(self._hits)
 
@@ -530,6 +573,7 @@ class Canary:
             return len(self._hits)
 
     def hits_since(self, mark: int) -> list[CanaryHit]:
+        self.settle()
         with self._lock:
             return list(self._hits[mark:])
 

@@ -305,3 +305,41 @@ def test_canary_without_rebind_port_has_no_rebind_url() -> None:
         assert lonely.rebind_port is None
         with pytest.raises(RuntimeError, match="no rebind listener"):
             lonely.rebind_url()
+
+
+def test_canary_hits_include_a_connection_made_just_before(canary: Canary) -> None:
+    """No race between an IUT's connect and the accept thread: hits settle first."""
+    for _ in range(20):
+        view = canary.view()
+        with socket.create_connection(("127.0.0.2", canary.port), timeout=5):
+            assert len(view.hits) == 1  # read at once, no wait
+        with pytest.raises(AssertionError, match="a canary was reached"):
+            view.assert_no_hits()
+
+
+def test_silent_connections_do_not_hold_up_other_hits(canary: Canary) -> None:
+    mark = canary.mark()
+    silent = [socket.create_connection(("127.0.0.2", canary.port), timeout=5) for _ in range(6)]
+    try:
+        canary.wait_for_hits(6, timeout=5, since=mark)
+        start = time.monotonic()
+        with httpx.Client(timeout=TIMEOUT, trust_env=False) as client:
+            client.get(canary.url("127.0.0.2", "/after-silence"))
+        assert time.monotonic() - start < 1.5
+        assert canary.hits_since(mark)[-1].request_line == "GET /after-silence HTTP/1.1"
+    finally:
+        for connection in silent:
+            connection.close()
+
+
+def test_canary_records_every_connection_beyond_its_readers(canary: Canary) -> None:
+    mark = canary.mark()
+    flood = [socket.create_connection(("127.0.0.2", canary.port), timeout=5) for _ in range(20)]
+    try:
+        hits = canary.wait_for_hits(20, timeout=5, since=mark)
+        assert len(hits) == 20
+        readers = [t for t in threading.enumerate() if t.name.startswith("canary-dual-stack-read")]
+        assert len(readers) <= 8  # at most 8 readers, whatever the flood
+    finally:
+        for connection in flood:
+            connection.close()
