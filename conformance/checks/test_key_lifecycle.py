@@ -1,0 +1,268 @@
+"""API keys: their secret, scopes, detail view, revocation and the active-key limit (spec §2
+"API key", §5.2, §5.4, §8 "Active keys per account: 10").
+
+Creating, viewing and revoking keys are console operations whose requests the spec does
+not show (§5.4), so these checks go through the profile's adapter (the reference's
+console paths when ``adapter = "reference"``) and skip without one; what the keys then
+do is checked with ordinary /v1 requests. Keys are created in the primary account one
+or two at a time and revoked at the end of each check; the limit checks (destructive)
+fill the *second* account instead, so no other check finds the primary account full.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from conformance.adapters import Adapter, AdapterError, CreatedKey
+from conformance.asserts import assert_not_refused_for_auth, assert_refused
+from conformance.client import ApiClient
+from conformance.profile import SCOPES, Profile
+
+#: The cheapest authenticated /v1 request (spec §4: API key, no scope).
+TIER = "/v1/account/tier"
+#: The scopes key creation in the dashboard offers (spec §5.2).
+DASHBOARD_SCOPES = SCOPES[:3]
+#: The active-key limit (spec §2, §8).
+KEY_LIMIT = 10
+
+
+def _name(purpose: str) -> str:
+    return f"conformance-{purpose}-{secrets.token_hex(4)}"
+
+
+def _bearer(key: CreatedKey) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key.key.reveal()}"}
+
+
+@contextmanager
+def _created_key(
+    adapter: Adapter, purpose: str, scopes: list[str], session: str = "primary"
+) -> Iterator[CreatedKey]:
+    """A key created through the adapter for one check, revoked when the check ends."""
+    created = adapter.create_key(session, _name(purpose), scopes)
+    try:
+        yield created
+    finally:
+        adapter.revoke_key(session, created.id)
+
+
+def _last_status(api: ApiClient) -> int | None:
+    """The status of the last exchange the check recorded (an adapter call's answer)."""
+    return api.recorder.exchanges[-1].status if api.recorder.exchanges else None
+
+
+# -- the secret value -------------------------------------------------------------------
+
+
+def _prefix(profile: Profile) -> str:
+    if not profile.key_prefix:
+        pytest.skip('needs key_prefix: set key_prefix (e.g. "gk") in the profile')
+    return f"{profile.key_prefix}_"
+
+
+@pytest.mark.requirement("KEY-PREFIX-01")
+def test_profile_keys_start_with_key_prefix(profile: Profile) -> None:
+    """Every key of the profile (each issued by the IUT) starts with "<key_prefix>_"."""
+    prefix = _prefix(profile)
+    wrong = sorted(
+        role for role, k in profile.keys.items() if not k.key.reveal().startswith(prefix)
+    )
+    assert not wrong, f"KEY-PREFIX-01: expected every key to start with {prefix!r}; not: {wrong}"
+
+
+@pytest.mark.requirement("KEY-PREFIX-02")
+def test_keys_of_every_account_share_one_prefix(profile: Profile) -> None:
+    """Keys of different accounts start with the same prefix (the prefix is fixed)."""
+    prefixes = {
+        (k.account, k.key.reveal().partition("_")[0] if "_" in k.key.reveal() else "(none)")
+        for k in profile.keys.values()
+    }
+    accounts = {account for account, _ in prefixes}
+    if len(accounts) < 2:
+        pytest.skip("needs keys of two accounts (e.g. [keys.foreign] with account = 'second')")
+    seen = {prefix for _, prefix in prefixes}
+    assert len(seen) == 1, (
+        f"KEY-PREFIX-02: expected one prefix for the keys of every account; saw {sorted(prefixes)}"
+    )
+
+
+@pytest.mark.requirement("KEY-PREFIX-01")
+def test_created_key_starts_with_key_prefix(adapter: Adapter, profile: Profile) -> None:
+    """A key created now starts with "<key_prefix>_"."""
+    prefix = _prefix(profile)
+    with _created_key(adapter, "prefix", ["images:generate"]) as created:
+        assert created.key.reveal().startswith(prefix), (
+            f"KEY-PREFIX-01: expected the new key to start with {prefix!r}; it starts with "
+            f"{created.key.reveal()[: len(prefix)]!r}"
+        )
+
+
+@pytest.mark.requirement("KEY-ONCE-01", "KEY-CREATE-01")
+def test_created_key_is_returned_in_full_and_authenticates_at_once(
+    api: ApiClient, adapter: Adapter
+) -> None:
+    """The secret returned at creation is the whole key: the next /v1 request with it is
+    served."""
+    with _created_key(adapter, "create", ["images:generate"]) as created:
+        response = api.request("GET", TIER, role="none", headers=_bearer(created))
+        assert_not_refused_for_auth(response, "KEY-ONCE-01/KEY-CREATE-01", "the key just created")
+
+
+@pytest.mark.requirement("KEY-ONCE-02")
+def test_key_detail_and_v1_responses_never_show_the_key(api: ApiClient, adapter: Adapter) -> None:
+    """After creation, neither the key's detail view nor a /v1 response contains the key."""
+    with _created_key(adapter, "once", ["images:generate"]) as created:
+        value = created.key.reveal()
+        detail = adapter.key_detail("primary", created.id)
+        tier = api.request("GET", TIER, role="none", headers=_bearer(created))
+        places = {
+            "the key detail view": json.dumps(detail),
+            f"GET {TIER}": tier.text + json.dumps(dict(tier.headers)),
+        }
+        shown = sorted(where for where, text in places.items() if value in text)
+        assert not shown, f"KEY-ONCE-02: expected the full key shown only once; also in {shown}"
+
+
+@pytest.mark.requirement("KEY-VIEW-01", "KEY-NAME-01")
+def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
+    """The key detail view shows the name chosen at creation and the key's scopes."""
+    scopes = ["images:generate", "videos:generate"]
+    with _created_key(adapter, "view", scopes) as created:
+        detail = adapter.key_detail("primary", created.id)
+        assert detail.get("name") == created.name, (
+            f"KEY-NAME-01: expected the detail view to show the name {created.name!r}, "
+            f"saw {detail.get('name')!r}"
+        )
+        assert sorted(detail.get("scopes") or []) == sorted(scopes), (
+            f"KEY-VIEW-01: expected the detail view to show the scopes {sorted(scopes)}, "
+            f"saw {detail.get('scopes')!r}"
+        )
+
+
+# -- scopes ------------------------------------------------------------------------------
+
+
+def _scope_cases() -> list[object]:
+    cases: list[object] = []
+    for scope in SCOPES:
+        ids = ["SCOPE-NAMES-01", "KEY-SCOPE-01"]
+        if scope in DASHBOARD_SCOPES:
+            ids.append("SCOPE-NAMES-02")
+        cases.append(pytest.param(scope, id=scope, marks=pytest.mark.requirement(*ids)))
+    return cases
+
+
+@pytest.mark.parametrize("scope", _scope_cases())
+def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> None:
+    """A key can be created with this one scope, and its detail view shows exactly it."""
+    try:
+        with _created_key(adapter, f"scope-{scope.replace(':', '-')}", [scope]) as created:
+            detail = adapter.key_detail("primary", created.id)
+    except AdapterError as error:
+        pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
+    assert detail.get("scopes") == [scope], (
+        f"KEY-SCOPE-01: expected the key to carry exactly [{scope!r}], saw {detail.get('scopes')!r}"
+    )
+
+
+@pytest.mark.requirement("KEY-SCOPE-02")
+@pytest.mark.parametrize(
+    "scopes", [pytest.param([], id="no-scope"), pytest.param(["images:delete"], id="unknown-scope")]
+)
+def test_key_creation_with_invalid_scopes_is_refused(
+    api: ApiClient, adapter: Adapter, scopes: list[str]
+) -> None:
+    """Creating a key with no scope or an unknown scope name is refused with a 4xx."""
+    try:
+        created = adapter.create_key("primary", _name("bad-scopes"), scopes)
+    except AdapterError:
+        status = _last_status(api)
+        assert status is not None and 400 <= status < 500, (
+            f"KEY-SCOPE-02: expected a 4xx refusal of scopes {scopes}, saw {status}"
+        )
+        return
+    adapter.revoke_key("primary", created.id)
+    pytest.fail(f"KEY-SCOPE-02: expected scopes {scopes} to be refused; a key was created")
+
+
+# -- revocation --------------------------------------------------------------------------
+
+
+@pytest.mark.requirement("KEY-REVOKE-01")
+def test_key_is_refused_on_first_request_after_revocation(api: ApiClient, adapter: Adapter) -> None:
+    """A key served a moment ago is refused on the very next request after its revocation."""
+    created = adapter.create_key("primary", _name("revoke"), ["images:generate"])
+    try:
+        before = api.request("GET", TIER, role="none", headers=_bearer(created))
+        assert_not_refused_for_auth(before, "KEY-REVOKE-01", "the key before revocation")
+    finally:
+        adapter.revoke_key("primary", created.id)
+    after = api.request("GET", TIER, role="none", headers=_bearer(created))
+    assert_refused(after, "KEY-REVOKE-01", "the key just revoked")
+
+
+# -- the active-key limit (destructive: fills the second account) --------------------------
+
+
+@contextmanager
+def _filled_account(api: ApiClient, adapter: Adapter) -> Iterator[tuple[list[CreatedKey], int]]:
+    """Create keys in the second account until one is refused (at most 11 tries, enough
+    to pass 10 from an empty account); yields the keys made and the refused status
+    (0 when none was refused). Every key made is revoked at the end."""
+    made: list[CreatedKey] = []
+    refused = 0
+    try:
+        for _ in range(KEY_LIMIT + 1):
+            try:
+                made.append(adapter.create_key("second", _name("limit"), ["images:generate"]))
+            except AdapterError:
+                refused = _last_status(api) or 0
+                break
+        yield made, refused
+    finally:
+        for key in made:
+            adapter.revoke_key("second", key.id)
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("KEY-LIMIT-01")
+def test_account_with_ten_active_keys_refuses_another(api: ApiClient, adapter: Adapter) -> None:
+    """Creating keys in one account is refused (4xx) before it holds more than 10."""
+    with _filled_account(api, adapter) as (made, refused):
+        assert refused, (
+            f"KEY-LIMIT-01: expected a refusal before an account holds more than {KEY_LIMIT} "
+            f"active keys; {len(made)} keys were created in one account without one"
+        )
+        assert 400 <= refused < 500, (
+            f"KEY-LIMIT-01: expected the 11th active key to be refused with a 4xx, saw {refused}"
+        )
+        # The refused attempt created nothing: the account is still full.
+        try:
+            extra = adapter.create_key("second", _name("limit-again"), ["images:generate"])
+        except AdapterError:
+            return
+        made.append(extra)
+        pytest.fail("KEY-LIMIT-01: a second attempt created a key in a full account")
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("KEY-LIMIT-03")
+def test_revoked_key_frees_a_place_under_the_limit(api: ApiClient, adapter: Adapter) -> None:
+    """In a full account, revoking one key lets one more be created."""
+    with _filled_account(api, adapter) as (made, refused):
+        if not refused or not made:
+            pytest.skip("the account could not be filled (KEY-LIMIT-01 reports why)")
+        freed = made.pop()
+        adapter.revoke_key("second", freed.id)
+        try:
+            made.append(adapter.create_key("second", _name("limit-freed"), ["images:generate"]))
+        except AdapterError as error:
+            pytest.fail(
+                f"KEY-LIMIT-03: expected a revoked key to free a place; creating one more "
+                f"was refused ({error}; last status {_last_status(api)})"
+            )
