@@ -20,11 +20,10 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reference import media
 from reference.auth import Authenticator
 from reference.config import Config
 from reference.console import console_routes
@@ -169,10 +168,11 @@ def core_routes(service: Service) -> list[BaseRoute]:
 
     async def output(request: Request) -> Response:
         name = request.path_params["name"]
-        path = service.generations.output_path(name)
-        if path is None:
+        found = service.generations.output(name)
+        if found is None:
             raise ApiError(404, f"no output named {name!r}")
-        return FileResponse(path, media_type=media.CONTENT_TYPES[path.suffix])
+        data, content_type = found
+        return Response(data, media_type=content_type)
 
     return [
         Route("/healthz", healthz, methods=["GET"]),

@@ -55,8 +55,6 @@ class Config:
     #: Random secret kept in the database (``load_master_secret``): per-key signing
     #: secrets, console JWTs and output names derive from it, so they survive restarts.
     master_secret: str = field(default="", repr=False)
-    #: Where generated files are written; default: ``<db_path>.outputs`` beside the DB.
-    outputs_dir: Path | None = None
     #: Largest request body accepted (bytes); larger bodies get 413.
     max_body_bytes: int = 1024 * 1024
     #: Worker tasks that run generations.
@@ -66,13 +64,6 @@ class Config:
     def test_mode(self) -> bool:
         """True when any setting loosens the callback rules (log a WARNING at start)."""
         return bool(self.allow_cidrs) or self.hosts_file is not None or self.dns_server is not None
-
-    @property
-    def output_root(self) -> Path:
-        """The folder behind ``GET /outputs/{name}``."""
-        if self.outputs_dir is not None:
-            return self.outputs_dir
-        return self.db_path.with_name(self.db_path.name + ".outputs")
 
 
 def load_master_secret(store: Store) -> str:

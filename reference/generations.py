@@ -7,11 +7,11 @@ spent), then in one transaction check the concurrency limit and the daily credit
 spend the credits, insert the generation and its binding.
 
 The queue is the ``generations`` table itself: a restart (even after kill -9) reloads
-every ``queued`` or ``running`` row and runs it (again); output files have deterministic
-names, so a re-run overwrites rather than duplicates. The transaction that moves a
-generation to completed, failed or cancelled also refunds credits where due and lets the
-webhooks part enqueue its events, so an event is never lost nor sent for a state that was
-rolled back.
+every ``queued`` or ``running`` row and runs it (again). The transaction that moves a
+generation to completed, failed or cancelled also stores its output file (table
+``outputs``, served at ``GET /outputs/{name}``), refunds credits where due and lets the
+webhooks part enqueue its events, so an event is never lost, nor sent for a state or an
+output that was rolled back.
 
 Sandbox contract (ARCHITECTURE.md): ``[sandbox:fail]`` in the prompt fails the
 generation, ``[sandbox:cancel]`` cancels it; either way the credits are refunded (spec §1,
@@ -26,13 +26,11 @@ import heapq
 import hmac
 import json
 import math
-import os
 import secrets
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -358,7 +356,6 @@ class GenerationService:
 
     async def start(self) -> None:
         """Reload the durable queue (work cut short by a crash or stop runs again)."""
-        self.config.output_root.mkdir(parents=True, exist_ok=True)
         with self.store.transaction() as conn:
             conn.execute("UPDATE generations SET status = 'queued' WHERE status = 'running'")
         for row in self.store.read(
@@ -418,28 +415,32 @@ class GenerationService:
         outcomes = [self._run_one(row) for row in rows]
         notify = False
         with self.store.transaction() as conn:
-            for row, (status, name, error) in zip(rows, outcomes, strict=True):
+            for row, (status, output, error) in zip(rows, outcomes, strict=True):
+                name = None
+                if output is not None:
+                    name = self.output_name(row["id"], row["type"])
+                    content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
+                    conn.execute(
+                        "INSERT OR REPLACE INTO outputs (name, content_type, data) "
+                        "VALUES (?, ?, ?)",
+                        (name, content_type, output),
+                    )
                 notify |= self._finish(conn, row, status, name, error)
         if notify:
             self.hooks.wake()
 
-    def _run_one(self, row: sqlite3.Row) -> tuple[str, str | None, str | None]:
-        """Produce the output file; returns (status, output name, error message)."""
+    def _run_one(self, row: sqlite3.Row) -> tuple[str, bytes | None, str | None]:
+        """Do the work; returns (status, output file bytes, error message)."""
         prompt: str = row["prompt"]
         if CANCEL_MARK in prompt:
             return "cancelled", None, "cancelled: the prompt asked for it ([sandbox:cancel])"
         failing = FAIL_MARK in prompt
         if failing and not self.faults.on("failure-output-url-set"):
             return "failed", None, "generation failed: the prompt asked for it ([sandbox:fail])"
-        name = self.output_name(row["id"], row["type"])
         data = media.render(row["type"], row["id"], prompt, row["model"])
-        path = self.config.output_root / name
-        partial = path.with_suffix(path.suffix + ".part")
-        partial.write_bytes(data)
-        os.replace(partial, path)
         if failing:  # fault failure-output-url-set: a failure that looks like a success
-            return "failed", name, None
-        return "completed", name, None
+            return "failed", data, None
+        return "completed", data, None
 
     def _finish(
         self,
@@ -488,12 +489,9 @@ class GenerationService:
 
     # --- paths for the outputs --------------------------------------------------------
 
-    def output_path(self, name: str) -> Path | None:
-        """The file behind ``GET /outputs/{name}``, if it exists."""
-        stem, dot, ext = name.partition(".")
-        if len(stem) != 32 or not all(c in "0123456789abcdef" for c in stem):
+    def output(self, name: str) -> tuple[bytes, str] | None:
+        """The file behind ``GET /outputs/{name}`` and its content type, if it exists."""
+        rows = self.store.read("SELECT content_type, data FROM outputs WHERE name = ?", (name,))
+        if not rows:
             return None
-        if dot + ext not in media.CONTENT_TYPES:
-            return None
-        path = self.config.output_root / name
-        return path if path.is_file() else None
+        return bytes(rows[0]["data"]), rows[0]["content_type"]

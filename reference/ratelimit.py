@@ -129,19 +129,14 @@ class RateLimiter:
     def _admit_day(
         self, key_id: str, tier: Tier, remaining: int, reset_in: float, now: float
     ) -> None:
-        day = utc_day()
-        with self._store.transaction() as conn:
-            row = conn.execute(
-                "SELECT count FROM request_counts WHERE key_id = ? AND day = ?", (key_id, day)
-            ).fetchone()
-            count = row["count"] if row else 0
-            if count < tier.requests_per_day:
-                conn.execute(
-                    "INSERT INTO request_counts (key_id, day, count) VALUES (?, ?, 1) "
-                    "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1",
-                    (key_id, day),
-                )
-                return
+        # One statement, atomic on its own: count the request unless the day is used up.
+        counted = self._store.execute(
+            "INSERT INTO request_counts (key_id, day, count) SELECT ?, ?, 1 WHERE ? > 0 "
+            "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1 WHERE count < ?",
+            (key_id, utc_day(), tier.requests_per_day, tier.requests_per_day),
+        )
+        if counted:
+            return
         # Refused for the day: take the request back out of the minute window.
         with self._lock:
             window = self._windows.get(key_id)

@@ -65,6 +65,13 @@ CREATE TABLE IF NOT EXISTS generations (
 );
 CREATE INDEX IF NOT EXISTS generations_queue ON generations (status, due_at);
 CREATE INDEX IF NOT EXISTS generations_account ON generations (account_id, status);
+-- Output files (a few hundred bytes to a few KiB each): kept in the store so an output
+-- is written in the same transaction that completes its generation.
+CREATE TABLE IF NOT EXISTS outputs (
+    name TEXT PRIMARY KEY,
+    content_type TEXT NOT NULL,
+    data BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS request_counts (
     key_id TEXT NOT NULL,
     day TEXT NOT NULL,
@@ -138,6 +145,13 @@ class Store:
             raise
         else:
             conn.execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """Run one write statement as its own transaction; returns the rows it changed."""
+        conn = self._connection()
+        if conn.in_transaction:
+            raise RuntimeError("store.execute() inside store.transaction(): use the connection")
+        return conn.execute(sql, params).rowcount
 
     def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         """Run one read-only statement outside any transaction; rows are ``sqlite3.Row``."""

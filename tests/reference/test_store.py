@@ -94,3 +94,12 @@ def test_closed_store_refuses_new_connections(tmp_path: Path) -> None:
     thread.start()
     thread.join(timeout=10)
     assert result and "closed" in str(result[0])
+
+
+def test_execute_is_one_write_and_refuses_inside_a_transaction(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite3")
+    assert store.execute("INSERT INTO meta (name, value) VALUES ('x', '1')") == 1
+    assert store.execute("UPDATE meta SET value = '2' WHERE name = 'nobody'") == 0
+    with store.transaction(), pytest.raises(RuntimeError, match="inside"):
+        store.execute("DELETE FROM meta")
+    assert store.read("SELECT value FROM meta WHERE name = 'x'")[0]["value"] == "1"
