@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from reference.logs import log_event
 from reference.store import Store
 
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
@@ -180,7 +181,17 @@ class Dispatcher:
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)
             await asyncio.to_thread(self._commit, row.id, result, outcome, next_at)
-            log.info("delivery %s attempt %d: status %d -> %s", row.id, n, result.status, outcome)
+            log_event(
+                "delivery",
+                delivery_id=row.id,
+                generation_id=row.generation_id,
+                attempt=n,
+                status=result.status,
+                ms=result.ms,
+                error=result.error,
+                outcome=outcome,
+                trigger="automatic",
+            )
         except asyncio.CancelledError:
             raise
         except Exception:

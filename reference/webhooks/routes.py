@@ -8,15 +8,14 @@ accounts cannot be probed).
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from reference.auth import require_key, require_session
-from reference.errors import ApiError
+from reference.bodies import read_json_object
 
 if TYPE_CHECKING:
     from .service import WebhookService
@@ -24,22 +23,12 @@ if TYPE_CHECKING:
 __all__ = ["webhook_routes"]
 
 
-async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    if not raw:
-        raise ApiError(400, "send a JSON body (Content-Type: application/json)")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "the request body is not valid JSON") from None
-
-
 def webhook_routes(service: WebhookService) -> list[BaseRoute]:
     """Routes bound to one service instance."""
 
     async def create_webhook(request: Request) -> Response:
         session = await require_session(request)
-        created = await service.create_webhook(session.account_id, await _json_body(request))
+        created = await service.create_webhook(session.account_id, await read_json_object(request))
         return JSONResponse(created, status_code=201)
 
     async def list_webhooks(request: Request) -> Response:

@@ -43,6 +43,7 @@ from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
 from reference.errors import ApiError
 from reference.faults import Faults
+from reference.logs import log_event
 from reference.netguard import (
     CallbackPolicy,
     CallbackRejected,
@@ -616,6 +617,17 @@ class WebhookService:
             )
             outcome = "delivered" if result.succeeded else "failed"
             await asyncio.to_thread(self._record_manual, record_id, result, trigger, outcome)
+            log_event(
+                "delivery",
+                delivery_id=record_id,
+                generation_id=row.generation_id,
+                attempt=result.n,
+                status=result.status,
+                ms=result.ms,
+                error=result.error,
+                outcome=outcome,
+                trigger=trigger,
+            )
             return result
         finally:
             self._manual.discard(record_id)

@@ -9,9 +9,12 @@ Everything here talks to 127.0.0.1 only.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import secrets
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,3 +227,27 @@ def assert_schema(name: str, instance: Any) -> None:
 def parse_body(raw: bytes) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(raw)
     return loaded
+
+
+async def wait_until(
+    predicate: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.02
+) -> None:
+    """Poll a condition (a committed DB state) until it holds, or fail after the deadline."""
+    import anyio
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        await anyio.sleep(step_s)
+
+
+def verify_signature(header: str | None, secret: str, raw_body: bytes) -> int:
+    """Check ``t=..,v1=..`` against HMAC-SHA256(secret, t + "." + raw body); return t."""
+    assert header is not None, "no X-Service-Signature header"
+    parts = dict(part.split("=", 1) for part in header.split(","))
+    expected = hmac.new(
+        secret.encode("utf-8"), parts["t"].encode() + b"." + raw_body, hashlib.sha256
+    ).hexdigest()
+    assert hmac.compare_digest(parts["v1"], expected), "signature does not verify"
+    return int(parts["t"])

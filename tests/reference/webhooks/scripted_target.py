@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import anyio
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -87,6 +89,8 @@ class Receiver:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
+        # Do not join handler threads at close: one may sit on a keep-alive connection.
+        self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -126,6 +130,10 @@ class Receiver:
     def arrivals(self, path: str) -> list[Arrival]:
         with self._cond:
             return [a for a in self._state.arrivals if a.path == path]
+
+    async def arrived(self, path: str, count: int, timeout_s: float) -> list[Arrival]:
+        """``wait_for`` without blocking the event loop (the service runs on it)."""
+        return await anyio.to_thread.run_sync(self.wait_for, path, count, timeout_s)
 
     def wait_for(self, path: str, count: int, timeout_s: float) -> list[Arrival]:
         """At least ``count`` arrivals on ``path`` within ``timeout_s``, else AssertionError."""
