@@ -86,6 +86,19 @@ class RequestLog:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                window = state.get("ratelimit")
+                if window is not None and status != 429:
+                    # Not required by spec §7 (which names them for 429s): the window
+                    # state of every admitted /v1 request, so clients can pace themselves.
+                    message = {
+                        **message,
+                        "headers": [
+                            *message.get("headers", []),
+                            (b"x-ratelimit-limit", str(window.limit).encode()),
+                            (b"x-ratelimit-remaining", str(window.remaining).encode()),
+                            (b"x-ratelimit-reset", str(window.reset_unix).encode()),
+                        ],
+                    }
             await send(message)
 
         try:

@@ -231,7 +231,10 @@ class Authenticator:
 
     def require_key(self, request: Request, scope: str | None) -> KeyContext:
         key = self.identify(request)
-        self.limiter.admit(key.key_id, self.tier_of(key))
+        window = self.limiter.admit(key.key_id, self.tier_of(key))
+        if window is not None:
+            # Sent as X-RateLimit-* on the response (reference.app.RequestLog).
+            request.state.ratelimit = window
         if (
             scope is not None
             and scope not in key.scopes

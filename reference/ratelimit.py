@@ -95,10 +95,14 @@ class RateLimiter:
             reset_unix=math.ceil(time.time() + reset_in),
         )
 
-    def admit(self, key_id: str, tier: Tier) -> None:
-        """Count one request of ``key_id``, or raise the 429 of spec §7."""
+    def admit(self, key_id: str, tier: Tier) -> WindowState | None:
+        """Count one request of ``key_id``, or raise the 429 of spec §7.
+
+        Returns where the key now stands in its minute window (the service also sends it
+        as X-RateLimit-* headers on admitted /v1 requests), None when nothing is counted.
+        """
         if self._faults.on("rate-limit-never-enforced"):
-            return
+            return None
         enforced = tier.requests_per_minute
         if self._faults.on("enforced-limit-below-reported"):
             enforced = max(1, enforced - 5)
@@ -125,6 +129,11 @@ class RateLimiter:
             remaining = tier.requests_per_minute - len(window)
             reset_in = window[0] + WINDOW_S - now
         self._admit_day(key_id, tier, remaining, reset_in, now)
+        return WindowState(
+            limit=tier.requests_per_minute,
+            remaining=max(0, remaining),
+            reset_unix=math.ceil(time.time() + reset_in),
+        )
 
     def _admit_day(
         self, key_id: str, tier: Tier, remaining: int, reset_in: float, now: float

@@ -137,3 +137,17 @@ def test_refused_requests_do_not_count(tmp_path: Path) -> None:
     assert limiter.requests_today(["key_a"]) == 2
     state = limiter.window_state("key_a", tier)
     assert state.remaining == 0 and state.limit == 2
+
+
+def test_admitted_requests_carry_the_window_headers(reference_factory: ReferenceFactory) -> None:
+    service = reference_factory()
+    client = service.client()
+    key = bearer(service.key("low-limit"))
+    first = client.get("/v1/account/tier", headers=key)
+    second = client.get("/v1/account/tier", headers=key)
+    assert first.headers["X-RateLimit-Limit"] == str(LOW.requests_per_minute)
+    assert int(first.headers["X-RateLimit-Remaining"]) == LOW.requests_per_minute - 1
+    assert int(second.headers["X-RateLimit-Remaining"]) == LOW.requests_per_minute - 2
+    assert time.time() - 1 <= int(second.headers["X-RateLimit-Reset"]) <= time.time() + 61
+    # Console and unauthenticated paths carry none.
+    assert "X-RateLimit-Limit" not in client.get("/healthz").headers
