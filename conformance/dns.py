@@ -69,7 +69,11 @@ class DnsServer:
     def start(self) -> DnsServer:
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_DGRAM)
-        sock.bind((self._host, self._port))
+        try:
+            sock.bind((self._host, self._port))
+        except OSError:
+            sock.close()
+            raise
         sock.settimeout(0.1)  # the loop checks for stop at this period
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="dns-server", daemon=True)

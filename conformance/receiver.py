@@ -19,6 +19,7 @@ Nothing here sleeps to synchronise: waits are on a condition with a deadline.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import re
@@ -264,7 +265,14 @@ class Receiver:
     def start(self) -> Receiver:
         # werkzeug logs one line per request to stderr; the captures are the record.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        self._server.start()
+        try:
+            self._server.start()
+        except SystemExit:
+            # werkzeug exits the process when it cannot bind; a check must see an error.
+            raise OSError(
+                errno.EADDRINUSE,
+                f"cannot listen on {self.config.listen_host}:{self.config.listen_port}",
+            ) from None
         return self
 
     def stop(self) -> None:
@@ -386,6 +394,20 @@ _CANARY_REPLY: Final = (
 )
 
 
+def _bound(family: int, address: tuple[str, int], *, dual_stack: bool = False) -> socket.socket:
+    """A listening TCP socket on *address*, closed again if binding fails."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if dual_stack:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(16)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 #: Connections a listener reads at once; beyond that a hit is recorded and closed at once.
 _MAX_CANARY_READERS: Final = 8
 
@@ -481,20 +503,18 @@ class Canary:
 
     def start(self) -> Canary:
         try:
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            sock.bind(("::", 0))
+            sock = _bound(socket.AF_INET6, ("::", 0), dual_stack=True)
         except OSError:
             # No IPv6 on this host: IPv4 wildcard still catches 127.0.0.2 and 0.0.0.0.
             self.dual_stack_v6 = False
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("0.0.0.0", 0))  # noqa: S104 (a canary must see every local address)
-        sock.listen(16)
+            sock = _bound(socket.AF_INET, ("0.0.0.0", 0))  # noqa: S104 (every local address)
         self._listeners.append(_Listener(self, "dual-stack", sock))
         if self._rebind_port is not None:
-            rebind = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            rebind.bind((self.rebind_host, self._rebind_port))
-            rebind.listen(16)
+            try:
+                rebind = _bound(socket.AF_INET, (self.rebind_host, self._rebind_port))
+            except OSError:
+                sock.close()
+                raise
             self._listeners.append(_Listener(self, "rebind", rebind))
         for listener in self._listeners:
             listener.thread.start()

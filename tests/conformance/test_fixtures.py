@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import socket
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -221,3 +222,26 @@ def test_fixture_modules_define_the_fixtures_they_export() -> None:
             "receiver",
         ],
     }
+
+
+def test_port_in_use_is_a_clear_setup_error(pytester: pytest.Pytester) -> None:
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp,
+    ):
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(1)
+        udp.bind(("127.0.0.1", 0))
+        extra = (
+            f"[receiver]\nlisten_port = {tcp.getsockname()[1]}\n"
+            f'[dns]\nserver = "127.0.0.1:{udp.getsockname()[1]}"\ndomain = "x.test"\n'
+        )
+        source = "def test_receiver(receiver):\n    pass\n\ndef test_dns(dns_server):\n    pass\n"
+        result = run(pytester, profile_text("http://127.0.0.1:9", extra), source)
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*receiver: cannot listen on 127.0.0.1:*set [[]receiver[]] listen_port = 0*",
+            "*dns_server: cannot listen on UDP 127.0.0.1:*--dist loadfile*",
+        ]
+    )

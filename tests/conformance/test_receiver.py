@@ -343,3 +343,8 @@ def test_canary_records_every_connection_beyond_its_readers(canary: Canary) -> N
     finally:
         for connection in flood:
             connection.close()
+
+
+def test_port_in_use_raises_instead_of_exiting(server: Receiver) -> None:
+    with pytest.raises(OSError, match=r"cannot listen on 127\.0\.0\.1:"):
+        Receiver(ReceiverProfile(listen_port=server.port)).start()
