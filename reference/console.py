@@ -4,8 +4,8 @@ The spec leaves these payloads unshown; ARCHITECTURE.md fixes the reference's sh
 ``POST /api/session`` ``{"email","password"}`` → ``{"token","expires_at"}``;
 ``POST /api/keys`` ``{"name","scopes"}`` → 201 with the key value shown once;
 ``GET /api/keys``, ``GET /api/keys/{id}`` (with ``signing_secret``),
-``DELETE /api/keys/{id}`` (revoke), ``GET /api/tier``. Everything but the login needs a
-console session; an API key gets 401 here.
+``DELETE /api/keys/{id}`` (revoke; 204, idempotent), ``GET /api/tier``. Everything but
+the login needs a console session; an API key gets 401 here.
 """
 
 from __future__ import annotations
@@ -100,10 +100,8 @@ async def key_detail(request: Request) -> Response:
 
 async def revoke_key(request: Request) -> Response:
     session = await require_session(request)
-    view = accounts.revoke_key(
-        _auth(request).store, session.account_id, request.path_params["key_id"]
-    )
-    return JSONResponse(view)
+    accounts.revoke_key(_auth(request).store, session.account_id, request.path_params["key_id"])
+    return Response(status_code=204)
 
 
 async def console_tier(request: Request) -> Response:

@@ -94,7 +94,9 @@ def test_revocation_takes_effect_on_the_next_request(reference_server: RunningRe
     value, key_id = created.json()["key"], created.json()["id"]
     assert client.get("/v1/account/tier", headers=bearer(value)).status_code == 200
     revoked = client.delete(f"/api/keys/{key_id}", headers=session)
-    assert revoked.status_code == 200 and revoked.json()["revoked"] is True
+    assert revoked.status_code == 204
+    detail = client.get(f"/api/keys/{key_id}", headers=session)
+    assert detail.json()["revoked"] is True and detail.json()["revoked_at"]
     assert client.get("/v1/account/tier", headers=bearer(value)).status_code == 401
 
 
