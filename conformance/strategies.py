@@ -34,7 +34,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 from hypothesis import strategies as st
@@ -50,7 +50,6 @@ __all__ = [
     "address_ranges",
     "aim",
     "bad_schemes",
-    "body_with_target",
     "embedded_ipv6_hosts",
     "fixture_vectors",
     "host_is_this_machine",
@@ -413,20 +412,9 @@ def iut_on_this_machine(base_url: str, receiver_public_url: str) -> bool:
         return host.lower() == "localhost"
 
 
-# -- where a URL goes in a submit body -----------------------------------------------------
-
-#: The two fields a callback URL is submitted in (spec §4 target selection rules).
-FIELDS: Final = ("callback_url", "webhook.url")
-
-
-def body_with_target(field: str, url: object, prompt: str) -> dict[str, Any]:
-    """A minimal image submit body carrying *url* in *field* (``callback_url`` or
-    ``webhook.url``), spec §4 POST /v1/images/generate."""
-    if field == "callback_url":
-        return {"prompt": prompt, "callback_url": url}
-    if field == "webhook.url":
-        return {"prompt": prompt, "webhook": {"url": url}}
-    raise ValueError(f"unknown target field {field!r}; known: {', '.join(FIELDS)}")
+#: The two fields a callback URL is submitted in (spec §4 target selection rules); the
+#: body is built with :func:`conformance.events.target_body`.
+FIELDS: Final[tuple[Literal["callback_url", "webhook.url"], ...]] = ("callback_url", "webhook.url")
 
 
 # -- fixture vectors -----------------------------------------------------------------------

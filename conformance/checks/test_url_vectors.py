@@ -17,19 +17,19 @@ import pytest
 from conformance.asserts import assert_status
 from conformance.catalog import Level, load_catalog
 from conformance.client import ApiClient
+from conformance.events import TargetKind, target_body
+from conformance.operations import SUBMIT_PROMPT
 from conformance.profile import Profile
 from conformance.receiver import CanaryView, Receiver
 from conformance.strategies import (
     FIELDS,
     UrlVector,
-    body_with_target,
     fixture_vectors,
     iut_on_this_machine,
 )
 
 #: Spec §4: image submits accept callback_url and webhook; the scope is images:generate.
 SUBMIT = "/v1/images/generate"
-PROMPT = "conformance check: callback URL rules"
 
 
 def _cases(verdict: str) -> list[Any]:
@@ -70,11 +70,13 @@ def test_url_vector_breaking_rule_answered_400(
     receiver: Receiver,
     canary: CanaryView,
     vector: UrlVector,
-    field: str,
+    field: TargetKind,
 ) -> None:
     """A callback URL that breaks a callback URL rule fails the submit with 400, uncontacted."""
     url = vector.render(receiver.url_for(""), _canary_port(profile, canary))
-    response = api.request("POST", SUBMIT, json=body_with_target(field, url, PROMPT))
+    response = api.request(
+        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
+    )
     cited = "/".join(vector.requirement_ids)
     assert_status(response, 400, f"{cited} ({vector.why}; {field}={url!r})")
     canary.assert_no_hits()
@@ -82,10 +84,12 @@ def test_url_vector_breaking_rule_answered_400(
 
 @pytest.mark.parametrize(("vector", "field"), _cases("accept"))
 def test_url_vector_on_receiver_accepted(
-    api: ApiClient, receiver: Receiver, vector: UrlVector, field: str
+    api: ApiClient, receiver: Receiver, vector: UrlVector, field: TargetKind
 ) -> None:
     """A callback URL on the suite's receiver that meets every rule is accepted with 202."""
     url = vector.render(receiver.url_for(""))
-    response = api.request("POST", SUBMIT, json=body_with_target(field, url, PROMPT))
+    response = api.request(
+        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
+    )
     cited = "/".join(vector.requirement_ids)
     assert_status(response, 202, f"{cited} ({vector.why}; {field}={url[:120]!r})")

@@ -1,0 +1,351 @@
+"""Target selection for a generation (spec §4 "Target selection rules", §2 binding, §7).
+
+Rule 1: first match wins, webhook.id, then webhook.url, then callback_url; observed at
+the suite's receiver (one fresh endpoint per candidate target, so the winner and the
+losers are told apart). Rules 3 and 4: a bad or foreign webhook id fails the submit with
+404, a callback target failing validation with 400, both before credits are spent;
+credits are observed through the usage figure the profile names (``[usage]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from conformance.asserts import assert_status, describe
+from conformance.client import ApiClient
+from conformance.events import (
+    RegisteredWebhook,
+    TargetKind,
+    delete_webhook,
+    delivery_deadline,
+    register_webhook,
+    target_body,
+)
+from conformance.operations import SUBMIT_PROMPT
+from conformance.profile import CapabilityMissing, Profile
+from conformance.receiver import Endpoint
+
+#: Spec §4: image submits accept callback_url and webhook (scope images:generate).
+SUBMIT: Final = "/v1/images/generate"
+#: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
+UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
+#: A callback target every implementation must refuse (spec §4: private range → 400).
+BAD_CALLBACK: Final = "http://10.0.0.1:9/conformance"
+#: How long a losing target is watched after the winner's delivery arrived.
+QUIET_SECONDS: Final = 1.0
+#: Usage readings around a refused submit: a reading that moved may be another check's
+#: spending on the same account, so the measure is repeated this many times.
+CREDIT_TRIALS: Final = 5
+
+
+def _generation_id(response: httpx.Response, requirement_id: str) -> str:
+    assert_status(response, 202, requirement_id)
+    body = response.json()
+    assert isinstance(body, dict) and isinstance(body.get("id"), str), (
+        f"{requirement_id}: expected the 202 body to carry the generation id, saw "
+        f"{describe(response)}"
+    )
+    return str(body["id"])
+
+
+def _credits_used(api: ApiClient, profile: Profile, role: str) -> int:
+    """The account's credits used today, through the profile's ``[usage]`` figure."""
+    usage = profile.usage
+    if usage is None:
+        raise CapabilityMissing(
+            "usage",
+            "add a [usage] table (path, field) naming how the IUT shows credits used today",
+        )
+    response = api.request("GET", usage.path, role=role)
+    if response.status_code != 200:
+        pytest.fail(f"setup: GET {usage.path} answered {describe(response)}", pytrace=False)
+    value = response.json().get(usage.field) if response.content else None
+    if not isinstance(value, int):
+        pytest.fail(f"setup: {usage.path} has no integer {usage.field!r}: {describe(response)}")
+    return value
+
+
+def _assert_no_credits_spent(
+    api: ApiClient,
+    profile: Profile,
+    send: Callable[[], httpx.Response],
+    requirement_id: str,
+    *,
+    role: str = "primary",
+) -> httpx.Response:
+    """Send the refused submit between two usage readings; credits must not move.
+
+    Other checks may spend on the same account meanwhile, so a reading that moved is
+    repeated (up to CREDIT_TRIALS); an implementation that spends on every refused submit
+    moves every time. A decrease is another generation's refund, never our spending.
+    """
+    moves: list[int] = []
+    response: httpx.Response | None = None
+    for _ in range(CREDIT_TRIALS):
+        before = _credits_used(api, profile, role)
+        response = send()
+        after = _credits_used(api, profile, role)
+        if after <= before:
+            return response
+        moves.append(after - before)
+    assert response is not None
+    raise AssertionError(
+        f"{requirement_id}: expected no credits spent by a refused submit "
+        f"({describe(response)}); credits used today rose by {moves} across "
+        f"{CREDIT_TRIALS} repeated measurements"
+    )
+
+
+@pytest.fixture
+def webhooks(api: ApiClient) -> Iterator[Callable[..., RegisteredWebhook]]:
+    """Registers webhooks through the console for one check; deletes them afterwards."""
+    made: list[RegisteredWebhook] = []
+
+    def register(url: str, session: str = "primary") -> RegisteredWebhook:
+        created = register_webhook(api, url, session=session)
+        made.append(created)
+        return created
+
+    yield register
+    for webhook in made:
+        delete_webhook(api, webhook)
+
+
+# -- rule 1: resolution order ------------------------------------------------------------
+
+
+@pytest.mark.requirement("TARGET-BIND-02")
+def test_target_webhook_url_alone_delivers_to_it(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """A generation bound with webhook.url delivers its events to that URL."""
+    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-02")
+    endpoint.wait_for(1, delivery_deadline(profile))
+
+
+@pytest.mark.requirement("TARGET-ORDER-03")
+def test_target_callback_url_alone_delivers_to_it(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """A generation with only callback_url delivers its events to callback_url."""
+    body = {"prompt": SUBMIT_PROMPT, **target_body("callback_url", endpoint.url)}
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-03")
+    endpoint.wait_for(1, delivery_deadline(profile))
+
+
+@pytest.mark.requirement("TARGET-ORDER-02")
+def test_target_webhook_url_and_callback_url_delivers_to_webhook_url(
+    api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
+) -> None:
+    """With webhook.url and callback_url both given, events go to webhook.url."""
+    inline, callback = make_endpoint("inline"), make_endpoint("callback")
+    body = {
+        "prompt": SUBMIT_PROMPT,
+        "webhook": {"url": inline.url},
+        "callback_url": callback.url,
+    }
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-02")
+    try:
+        inline.wait_for(1, delivery_deadline(profile))
+    except AssertionError as missing:
+        raise AssertionError(
+            f"TARGET-ORDER-02: expected the delivery at webhook.url; {missing}; at "
+            f"callback_url: {len(callback.deliveries)} deliveries"
+        ) from None
+
+
+@pytest.mark.requirement("TARGET-ORDER-04")
+def test_target_losing_callback_url_receives_nothing(
+    api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
+) -> None:
+    """A callback_url that loses to webhook.url receives no delivery."""
+    inline, callback = make_endpoint("inline"), make_endpoint("callback")
+    body = {
+        "prompt": SUBMIT_PROMPT,
+        "webhook": {"url": inline.url},
+        "callback_url": callback.url,
+    }
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-04")
+    # Whichever target the IUT chose, a delivery arrives somewhere within the deadline.
+    deadline = delivery_deadline(profile)
+    try:
+        inline.wait_for(1, deadline)
+    except AssertionError:
+        pass  # judged below by what the loser saw
+    if not callback.deliveries:
+        callback.assert_quiet(QUIET_SECONDS)
+    assert not callback.deliveries, (
+        f"TARGET-ORDER-04: expected nothing at the losing callback_url, saw "
+        f"{len(callback.deliveries)} deliveries (webhook.url saw {len(inline.deliveries)})"
+    )
+
+
+@pytest.mark.console
+@pytest.mark.requirement("TARGET-BIND-01")
+def test_target_webhook_id_alone_delivers_to_registered_url(
+    api: ApiClient,
+    profile: Profile,
+    endpoint: Endpoint,
+    webhooks: Callable[..., RegisteredWebhook],
+) -> None:
+    """A generation bound with webhook.id delivers to the registered webhook's URL."""
+    webhook = webhooks(endpoint.url)
+    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.id", "", webhook_id=webhook.id)}
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-01")
+    endpoint.wait_for(1, delivery_deadline(profile))
+
+
+@pytest.mark.console
+@pytest.mark.requirement("TARGET-ORDER-01")
+def test_target_webhook_id_url_and_callback_delivers_to_registered(
+    api: ApiClient,
+    profile: Profile,
+    make_endpoint: Callable[..., Endpoint],
+    webhooks: Callable[..., RegisteredWebhook],
+) -> None:
+    """With webhook.id, webhook.url and callback_url all given, events go to webhook.id's URL."""
+    registered = make_endpoint("registered")
+    inline, callback = make_endpoint("inline"), make_endpoint("callback")
+    webhook = webhooks(registered.url)
+    body = {
+        "prompt": SUBMIT_PROMPT,
+        "webhook": {"id": webhook.id, "url": inline.url},
+        "callback_url": callback.url,
+    }
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-01")
+    try:
+        registered.wait_for(1, delivery_deadline(profile))
+    except AssertionError as missing:
+        raise AssertionError(
+            f"TARGET-ORDER-01: expected the delivery at the registered webhook; {missing}; "
+            f"webhook.url saw {len(inline.deliveries)}, callback_url saw "
+            f"{len(callback.deliveries)}"
+        ) from None
+
+
+# -- rule 3: bad or foreign webhook id ---------------------------------------------------
+
+
+@pytest.mark.requirement("TARGET-ID-01")
+def test_target_unknown_webhook_id_answered_404(api: ApiClient) -> None:
+    """A submit whose webhook.id names no registered webhook is answered 404."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
+    assert_status(api.request("POST", SUBMIT, json=body), 404, "TARGET-ID-01")
+
+
+@pytest.mark.console
+@pytest.mark.requirement("TARGET-ID-02")
+def test_target_foreign_webhook_id_answered_404(
+    api: ApiClient, endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+) -> None:
+    """A submit whose webhook.id is another account's registered webhook is answered 404."""
+    foreign = webhooks(endpoint.url, session="second")
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
+    assert_status(api.request("POST", SUBMIT, json=body), 404, "TARGET-ID-02")
+    endpoint.assert_quiet(QUIET_SECONDS)
+
+
+@pytest.mark.requirement("TARGET-ID-03")
+def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient, profile: Profile) -> None:
+    """A submit refused for an unknown webhook id spends no credits."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
+    response = _assert_no_credits_spent(
+        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
+    )
+    assert_status(response, 404, "TARGET-ID-01")
+
+
+@pytest.mark.console
+@pytest.mark.requirement("TARGET-ID-03")
+def test_target_foreign_webhook_id_spends_no_credits(
+    api: ApiClient,
+    profile: Profile,
+    endpoint: Endpoint,
+    webhooks: Callable[..., RegisteredWebhook],
+) -> None:
+    """A submit refused for another account's webhook id spends no credits."""
+    foreign = webhooks(endpoint.url, session="second")
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
+    response = _assert_no_credits_spent(
+        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
+    )
+    assert_status(response, 404, "TARGET-ID-02")
+
+
+# -- rule 4: a callback target failing validation -----------------------------------------
+
+
+@pytest.mark.parametrize("field", ["callback_url", "webhook.url"])
+@pytest.mark.requirement("TARGET-URL-01")
+def test_target_invalid_callback_target_answered_400(api: ApiClient, field: TargetKind) -> None:
+    """A submit whose callback target fails validation is answered 400."""
+    body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, **target_body(field, BAD_CALLBACK)}
+    assert_status(api.request("POST", SUBMIT, json=body), 400, "TARGET-URL-01")
+
+
+@pytest.mark.parametrize("field", ["callback_url", "webhook.url"])
+@pytest.mark.requirement("TARGET-URL-02")
+def test_target_invalid_callback_target_spends_no_credits(
+    api: ApiClient, profile: Profile, field: TargetKind
+) -> None:
+    """A submit refused for a callback target failing validation spends no credits."""
+    body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, **target_body(field, BAD_CALLBACK)}
+    response = _assert_no_credits_spent(
+        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-URL-02"
+    )
+    assert_status(response, 400, "TARGET-URL-01")
+
+
+@pytest.mark.requirement("TARGET-URL-03")
+def test_target_webhook_without_id_or_url_refused(api: ApiClient) -> None:
+    """A webhook binding with neither id nor url (only events) is refused with a 4xx."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"events": ["generation.completed"]}}
+    response = api.request("POST", SUBMIT, json=body)
+    assert 400 <= response.status_code < 500, (
+        f"TARGET-URL-03: expected a 4xx refusal of a webhook with neither id nor url, "
+        f"saw {describe(response)}"
+    )
+
+
+# -- §2: the inline binding is recorded with mode "inline" --------------------------------
+
+
+def _modes(value: Any) -> list[str]:
+    """Every ``mode`` value anywhere in a JSON document."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "mode" and isinstance(item, str):
+                found.append(item)
+            found += _modes(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _modes(item)
+    return found
+
+
+@pytest.mark.requirement("TARGET-BIND-05")
+def test_target_inline_binding_shown_with_mode_inline(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """An inline (webhook.url) binding is shown with mode "inline" where the IUT shows one."""
+    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
+    generation_id = _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-05")
+    endpoint.wait_for(1, delivery_deadline(profile))
+    record = api.request("GET", f"/v1/generations/{generation_id}")
+    deliveries = api.request("GET", f"/v1/generations/{generation_id}/deliveries")
+    modes = [
+        mode
+        for response in (record, deliveries)
+        if response.status_code == 200 and response.content
+        for mode in _modes(response.json())
+    ]
+    assert modes and set(modes) == {"inline"}, (
+        'TARGET-BIND-05: expected mode "inline" for a webhook.url binding in GET '
+        f"/v1/generations/{{id}} or its deliveries; saw modes {modes or 'none shown'}"
+    )
