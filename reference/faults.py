@@ -90,18 +90,18 @@ _REGISTRY: tuple[Fault, ...] = (
     # --- webhooks (engineer WEBHOOKS) ---
     Fault(
         "accepts-private-callback",
-        "URL-PRIVATE-01",
+        "URL-PRIV-01",
         "callback targets are not validated: private and loopback URLs are accepted",
     ),
     Fault("backoff-too-short", "DLV-BACKOFF-01", "retries follow after 0.1 s instead of 1 s / 2 s"),
     Fault(
         "callback-body-not-flattened",
-        "TARGET-BODY-02",
+        "TARGET-FLAT-02",
         "callback_url deliveries carry the strict envelope without top-level data fields",
     ),
     Fault(
         "cancelled-sent-unsubscribed",
-        "EVT-SUB-02",
+        "EVT-CANCEL-01",
         "generation.cancelled is delivered to bindings that did not subscribe to it",
     ),
     Fault(
@@ -114,7 +114,7 @@ _REGISTRY: tuple[Fault, ...] = (
         "DLV-HDR-03",
         "X-Service-Delivery differs from the body id",
     ),
-    Fault("envelope-missing-api-version", "EVT-ENV-04", "the envelope has no api_version"),
+    Fault("envelope-missing-api-version", "VER-ENV-01", "the envelope has no api_version"),
     Fault("follows-redirects", "DLV-REDIRECT-01", "deliveries follow 3xx redirects"),
     Fault("fourth-attempt", "DLV-EXHAUST-01", "a fourth automatic attempt follows the third"),
     Fault("no-retry", "DLV-RETRY-01", "a failed attempt is never retried"),
@@ -125,17 +125,17 @@ _REGISTRY: tuple[Fault, ...] = (
     ),
     Fault(
         "redeliver-new-event-id",
-        "REDLV-SAME-01",
+        "REDLV-PAYLOAD-02",
         "a redelivery carries a new event id instead of the original one",
     ),
     Fault(
         "redeliver-skips-revalidation",
-        "REDLV-REBIND-02",
-        "redeliver connects to the address pinned at submit without resolving again",
+        "REDLV-REBIND-01",
+        "redeliver resolves the target again but sends without checking the address",
     ),
     Fault(
         "signature-over-reserialized-body",
-        "SIG-HMAC-01",
+        "SIG-STRING-01",
         "the signature is computed over a re-serialized body, not the bytes sent",
     ),
     Fault(
@@ -145,7 +145,7 @@ _REGISTRY: tuple[Fault, ...] = (
     ),
     Fault(
         "unknown-outcome-accepted",
-        "REC-FILTER-01",
+        "REC-HOOK-05",
         "an unknown outcome filter value is ignored instead of answered 400",
     ),
     Fault(

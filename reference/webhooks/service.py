@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import json
 import secrets
 import sqlite3
@@ -48,6 +49,7 @@ from reference.netguard import (
     CallbackPolicy,
     CallbackRejected,
     DnsServerResolver,
+    HostNotResolved,
     HostsFileResolver,
     Resolver,
     SystemResolver,
@@ -206,43 +208,63 @@ class WebhookService:
     async def select_target(self, body: Mapping[str, Any], key: KeyContext) -> Binding | None:
         """Apply the target selection rules; None when the body names no target.
 
-        First match wins: webhook.id, then webhook.url, then callback_url (spec §4).
+        First match wins: webhook.id, then webhook.url, then callback_url (spec §4). Every
+        target the body names is checked all the same (an unknown id is a 404, a URL that
+        breaks the callback rules a 400, even when it loses the resolution order): a body
+        that carries a private URL is refused rather than silently half-used.
         """
         webhook = body.get("webhook")
         callback_url = body.get("callback_url")
         if webhook is not None and not isinstance(webhook, dict):
             raise ApiError(400, "webhook must be an object with `id` or `url`, and `events`")
         webhook = webhook or {}
-        events = parse_events(webhook.get("events"), where="webhook.events")
-        webhook_id = webhook.get("id")
-        url = webhook.get("url")
-        order = ["id", "url", "callback"]
-        if self.faults.on("precedence-callback-first"):
-            order = ["callback", "url", "id"]
-        for choice in order:
-            if choice == "id" and webhook_id is not None:
-                return await self._registered_binding(webhook_id, events, key)
-            if choice == "url" and url is not None:
-                target = await self._validated(url, where="webhook.url")
-                return self._binding("inline", target, events, key)
-            if choice == "callback" and callback_url is not None:
-                target = await self._validated(callback_url, where="callback_url")
-                return self._binding("callback", target, events, key)
-        if webhook:
+        if webhook and webhook.get("id") is None and webhook.get("url") is None:
             raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
+        events = parse_events(webhook.get("events"), where="webhook.events")
+        candidates: dict[str, Binding] = {}
+        if webhook.get("id") is not None:
+            candidates["id"] = await self._registered_binding(webhook["id"], events, key)
+        if webhook.get("url") is not None:
+            target = await self._validated(webhook["url"], where="webhook.url")
+            candidates["url"] = self._binding("inline", target, events, key)
+        if callback_url is not None:
+            target = await self._validated(callback_url, where="callback_url")
+            candidates["callback"] = self._binding("callback", target, events, key)
+        order = ("id", "url", "callback")
+        if self.faults.on("precedence-callback-first"):
+            order = ("callback", "url", "id")
+        for choice in order:
+            if choice in candidates:
+                return candidates[choice]
         return None
 
     async def _validated(self, url: Any, *, where: str) -> ValidatedTarget:
         if self.faults.on("accepts-private-callback") and isinstance(url, str):
-            parsed = httpx.URL(url)
-            return ValidatedTarget(
-                url=url,
-                host=parsed.host,
-                port=parsed.port or (443 if parsed.scheme == "https" else 80),
-                scheme=parsed.scheme,
-                address=parsed.host,
-            )
+            return await self._unchecked_target(url, where=where)
         return await validate_target(self.policy, url, where=where)
+
+    async def _unchecked_target(self, url: str, *, where: str) -> ValidatedTarget:
+        """For faults only: where a naive service would connect, with no address check.
+
+        The host is resolved through the configured resolver and its first address used;
+        the egress guard still keeps any connection on loopback.
+        """
+        try:
+            parsed = httpx.URL(url)
+            host = parsed.host
+            try:
+                address = str(ipaddress.ip_address(host))
+            except ValueError:
+                address = str((await self.policy.resolver.resolve(host))[0])
+        except (httpx.InvalidURL, HostNotResolved, IndexError) as exc:
+            raise ApiError(400, f"{where} cannot be reached: {exc}") from None
+        return ValidatedTarget(
+            url=url,
+            host=host,
+            port=parsed.port or (443 if parsed.scheme == "https" else 80),
+            scheme=parsed.scheme,
+            address=address,
+        )
 
     def _binding(
         self,
@@ -548,7 +570,8 @@ class WebhookService:
         if row is None or row.account_id != account_id:
             raise ApiError(404, "no delivery with this id in this key's account")
         if self.faults.on("redeliver-skips-revalidation"):
-            address = row.address
+            # Fault: resolve and connect, without checking where the name now points.
+            address = (await self._unchecked_target(row.target_url, where="target")).address
         else:
             # Spec §3: resolve again; a host that now resolves to a private address is a
             # 400, nothing is fetched and the record stays as it was.

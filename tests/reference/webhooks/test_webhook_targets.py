@@ -53,13 +53,15 @@ async def test_callback_url_binds_callback_mode(service_factory: HarnessFactory)
     assert binding.address == "127.0.0.1"
 
 
-async def test_precedence_skips_lower_targets_entirely(service_factory: HarnessFactory) -> None:
-    """A private callback_url is not even looked at when webhook.url is given."""
+async def test_losing_target_is_still_validated(service_factory: HarnessFactory) -> None:
+    """A private callback_url is refused even though webhook.url wins (TARGET-ORDER-05)."""
     h = await service_factory()
-    binding = await h.service.select_target(
-        {"webhook": {"url": HOOK}, "callback_url": "http://10.0.0.1:9/"}, h.key
-    )
-    assert binding is not None and binding.mode == "inline"
+    with pytest.raises(ApiError) as raised:
+        await h.service.select_target(
+            {"webhook": {"url": HOOK}, "callback_url": "http://10.0.0.1:9/"}, h.key
+        )
+    assert raised.value.status == 400
+    assert "callback_url" in raised.value.detail
 
 
 @pytest.mark.parametrize(
@@ -146,20 +148,24 @@ async def test_registered_events_apply_unless_binding_names_its_own(
     assert own is not None and own.events == ("generation.completed",)
 
 
-async def test_webhook_without_id_or_url_is_400(service_factory: HarnessFactory) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"webhook": {"events": ["generation.failed"]}}, id="events-only"),
+        pytest.param(
+            {"webhook": {"events": ["generation.failed"]}, "callback_url": CALLBACK},
+            id="events-only-with-callback",
+        ),
+        pytest.param({"webhook": "http://127.0.0.1:9/"}, id="not-an-object"),
+    ],
+)
+async def test_webhook_without_id_or_url_is_400(
+    service_factory: HarnessFactory, body: dict[str, object]
+) -> None:
     h = await service_factory()
     with pytest.raises(ApiError) as raised:
-        await h.service.select_target({"webhook": {"events": ["generation.failed"]}}, h.key)
+        await h.service.select_target(body, h.key)
     assert raised.value.status == 400
-
-
-async def test_webhook_events_apply_to_callback_url(service_factory: HarnessFactory) -> None:
-    h = await service_factory()
-    binding = await h.service.select_target(
-        {"webhook": {"events": ["generation.failed"]}, "callback_url": CALLBACK}, h.key
-    )
-    assert binding is not None
-    assert (binding.mode, binding.events) == ("callback", ("generation.failed",))
 
 
 async def test_binding_view_after_record(service_factory: HarnessFactory) -> None:
