@@ -59,7 +59,7 @@ CANCEL_MARK = "[sandbox:cancel]"
 #: Longest prompt accepted (spec §8: not shown; an interpretation).
 MAX_PROMPT_CHARS = 32_000
 _IN_FLIGHT = ("queued", "running")
-_BATCH = 200
+_BATCH = 64  # per worker step: bounds how long one step holds the event loop
 
 
 class DeliveryHooks(Protocol):
