@@ -59,10 +59,12 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ev
         yield made
 
 
-def _field(generated: Generated, name: str) -> Any:
+def _field(generated: Generated, name: str, requirement_id: str) -> Any:
+    """The envelope's *name*; its absence fails *requirement_id*."""
     envelope = generated.envelope()
     assert name in envelope, (
-        f"expected the envelope to carry {name!r}, saw the fields {sorted(envelope)} "
+        f"{requirement_id}: expected the envelope to carry {name!r}, saw the fields "
+        f"{sorted(envelope)} "
         f"{generated.describe()}"
     )
     return envelope[name]
@@ -95,7 +97,7 @@ def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> N
 def test_envelope_id_has_evt_hex_form(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's id is a string evt_<hex>."""
     generated = lab.get(scenario)
-    seen = _field(generated, "id")
+    seen = _field(generated, "id", "EVT-ENV-01")
     assert isinstance(seen, str) and _EVENT_ID.fullmatch(seen), (
         f"EVT-ENV-01: expected id of the form evt_<hex>, saw {seen!r} {generated.describe()}"
     )
@@ -112,7 +114,7 @@ def test_envelope_id_has_evt_hex_form(lab: EventLab, scenario: Scenario) -> None
 def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event: str) -> None:
     """The envelope's event is the name of what happened (completed or failed)."""
     generated = lab.get(scenario)
-    seen = _field(generated, "event")
+    seen = _field(generated, "event", "EVT-ENV-02")
     assert seen == event, (
         f"EVT-ENV-02: expected event {event!r}, saw {seen!r} {generated.describe()}"
     )
@@ -123,7 +125,7 @@ def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event
 def test_envelope_created_at_carries_offset(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's created_at is an ISO 8601 timestamp with a UTC offset."""
     generated = lab.get(scenario)
-    seen = _field(generated, "created_at")
+    seen = _field(generated, "created_at", "EVT-ENV-03")
     shaped = isinstance(seen, str) and _WITH_OFFSET.fullmatch(seen)
     assert shaped, (
         f"EVT-ENV-03: expected an ISO 8601 timestamp with offset (e.g. "
@@ -150,7 +152,7 @@ def test_envelope_carries_api_version(lab: EventLab, scenario: Scenario) -> None
 def test_envelope_api_version_is_string(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's api_version is a string."""
     generated = lab.get(scenario)
-    seen = _field(generated, "api_version")
+    seen = _field(generated, "api_version", "EVT-ENV-04")
     assert isinstance(seen, str), (
         f"EVT-ENV-04: expected api_version to be a string, saw {seen!r} {generated.describe()}"
     )
@@ -163,7 +165,7 @@ def test_envelope_api_version_is_profile_version(
 ) -> None:
     """api_version is the date string the profile names (the spec's 2026-08-01)."""
     generated = lab.get(scenario)
-    seen = _field(generated, "api_version")
+    seen = _field(generated, "api_version", "VER-ENV-02")
     assert seen == profile.api_version, (
         f"VER-ENV-02: expected api_version {profile.api_version!r}, saw {seen!r} "
         f"{generated.describe()}"
@@ -200,7 +202,7 @@ def test_envelope_webhook_id_null_without_registered_webhook(
 ) -> None:
     """webhook_id is null when the delivery was bound by webhook.url or callback_url."""
     generated = lab.get(scenario)
-    seen = _field(generated, "webhook_id")
+    seen = _field(generated, "webhook_id", "EVT-ENV-05")
     assert seen is None, (
         f"EVT-ENV-05: expected webhook_id null (no registered webhook used), saw {seen!r} "
         f"{generated.describe()}"
@@ -213,7 +215,7 @@ def test_envelope_webhook_id_names_registered_webhook(lab: EventLab) -> None:
     """webhook_id is the registered webhook's id when the delivery went through webhook.id."""
     generated = lab.get(REGISTERED)
     assert generated.webhook is not None
-    seen = _field(generated, "webhook_id")
+    seen = _field(generated, "webhook_id", "EVT-ENV-06")
     assert seen == generated.webhook.id, (
         f"EVT-ENV-06: expected webhook_id {generated.webhook.id!r}, saw {seen!r} "
         f"{generated.describe()}"
@@ -225,7 +227,7 @@ def test_envelope_webhook_id_names_registered_webhook(lab: EventLab) -> None:
 def test_envelope_data_is_object(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's data is a JSON object."""
     generated = lab.get(scenario)
-    seen = _field(generated, "data")
+    seen = _field(generated, "data", "EVT-ENV-07")
     assert isinstance(seen, dict), (
         f"EVT-ENV-07: expected data to be a JSON object, saw {seen!r:.200} {generated.describe()}"
     )

@@ -1,0 +1,195 @@
+"""The delivery request (spec §6 Delivery request): method POST to the target as given,
+Content-Type application/json, and the X-Service-* headers, whose values must agree with
+the signed body (only the timestamp and the body are signed, so the headers are checked
+against ``event``, ``id`` and ``data.generation_id``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from urllib.parse import parse_qsl
+
+import pytest
+
+from conformance.events import EVENT_HEADERS, EventLab, Generated, Scenario, event_lab
+from conformance.profile import Profile
+from conformance.receiver import Delivery, Receiver
+from conformance.secrets import Redactor
+from conformance.signatures import SignatureFormatError, parse_signature_header
+
+INLINE = Scenario(kind="webhook.url")
+CALLBACK = Scenario(kind="callback_url")
+REGISTERED = Scenario(kind="webhook.id")
+FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
+#: A target URL with a query string: the delivery must keep it (DLV-METHOD-01).
+QUERY = "source=conformance&note=a%20b"
+WITH_QUERY = Scenario(kind="webhook.url", query=QUERY)
+#: The receiver fails twice, then accepts: three attempts of one delivery (spec §6).
+RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
+
+BY_TARGET = [
+    pytest.param(INLINE, id="webhook-url"),
+    pytest.param(CALLBACK, id="callback-url"),
+    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
+]
+
+_DECIMAL = re.compile(r"[0-9]+")
+# Another brand word in place of "Service" (DLV-HDR-08 explains such a miss by name).
+_BRANDED = re.compile(r"x-([a-z0-9]+)-(event|delivery|attempt|generation|signature)")
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
+    with event_lab(profile, redactor, receiver, "delivery-headers") as made:
+        made.start(INLINE, CALLBACK, RETRIED)
+        yield made
+
+
+def _header(delivery: Delivery, name: str, requirement_id: str, generated: Generated) -> str:
+    """The header's value; its absence fails *requirement_id*, naming a branded variant."""
+    value = delivery.headers.get(name)
+    if value is None:
+        branded = sorted(
+            n
+            for n in delivery.headers
+            if _BRANDED.fullmatch(n.lower()) and not n.lower().startswith("x-service-")
+        )
+        hint = f" (headers with another brand word: {branded})" if branded else ""
+        pytest.fail(
+            f"{requirement_id}: expected a {name} header, saw none{hint}; headers "
+            f"{sorted(delivery.headers)} {generated.describe()}"
+        )
+    return value
+
+
+@pytest.mark.requirement("DLV-METHOD-01")
+def test_delivery_is_post_to_target_path_and_query(lab: EventLab) -> None:
+    """A delivery is an HTTP POST to the target URL, with its path and query as given."""
+    generated = lab.get(WITH_QUERY)
+    delivery = generated.first
+    assert delivery.method == "POST", (
+        f"DLV-METHOD-01: expected POST, saw {delivery.method} {generated.describe()}"
+    )
+    assert delivery.path == generated.endpoint.path, (
+        f"DLV-METHOD-01: expected the path {generated.endpoint.path}, saw {delivery.path}"
+    )
+    assert parse_qsl(delivery.query) == parse_qsl(QUERY), (
+        f"DLV-METHOD-01: expected the query {QUERY!r}, saw {delivery.query!r}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("DLV-HDR-01")
+def test_delivery_content_type_is_application_json(lab: EventLab, scenario: Scenario) -> None:
+    """A delivery carries Content-Type: application/json."""
+    generated = lab.get(scenario)
+    value = _header(generated.first, "Content-Type", "DLV-HDR-01", generated)
+    media_type = value.split(";", 1)[0].strip().lower()
+    assert media_type == "application/json", (
+        f"DLV-HDR-01: expected Content-Type application/json, saw {value!r} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
+)
+@pytest.mark.requirement("DLV-HDR-02")
+def test_event_header_equals_body_event(lab: EventLab, scenario: Scenario) -> None:
+    """X-Service-Event equals the body's event."""
+    generated = lab.get(scenario)
+    value = _header(generated.first, "X-Service-Event", "DLV-HDR-02", generated)
+    event = generated.envelope().get("event")
+    assert value == event, (
+        f"DLV-HDR-02: expected X-Service-Event to equal the body's event {event!r}, saw "
+        f"{value!r} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.requirement("DLV-HDR-03")
+def test_delivery_header_equals_body_id(lab: EventLab, scenario: Scenario) -> None:
+    """X-Service-Delivery equals the body's id, on every attempt."""
+    generated = lab.get(scenario)
+    for index, delivery in enumerate(generated.deliveries):
+        value = _header(delivery, "X-Service-Delivery", "DLV-HDR-03", generated)
+        body_id = generated.envelope(index).get("id")
+        assert value == body_id, (
+            f"DLV-HDR-03: expected X-Service-Delivery to equal the body's id {body_id!r} "
+            f"(attempt {index + 1}), saw {value!r} {generated.describe()}"
+        )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("DLV-HDR-04")
+def test_first_attempt_header_is_1(lab: EventLab, scenario: Scenario) -> None:
+    """The first attempt of a delivery carries X-Service-Attempt: 1."""
+    generated = lab.get(scenario)
+    value = _header(generated.first, "X-Service-Attempt", "DLV-HDR-04", generated)
+    assert value == "1", (
+        f"DLV-HDR-04: expected X-Service-Attempt '1' on the first attempt, saw {value!r} "
+        f"{generated.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-HDR-05")
+def test_retry_attempt_header_counts_up_by_one(lab: EventLab) -> None:
+    """Each retry carries X-Service-Attempt one higher than the attempt before."""
+    generated = lab.get(RETRIED)
+    values = [
+        _header(delivery, "X-Service-Attempt", "DLV-HDR-05", generated)
+        for delivery in generated.deliveries
+    ]
+    assert all(_DECIMAL.fullmatch(v) for v in values), (
+        f"DLV-HDR-05: expected decimal integers, saw {values} {generated.describe()}"
+    )
+    numbers = [int(v) for v in values]
+    steps = [later - earlier for earlier, later in itertools.pairwise(numbers)]
+    assert steps == [1] * (len(numbers) - 1), (
+        f"DLV-HDR-05: expected each retry's X-Service-Attempt one higher than the one "
+        f"before (1, 2, 3), saw {values} {generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("DLV-HDR-06")
+def test_generation_header_equals_generation_id(lab: EventLab, scenario: Scenario) -> None:
+    """X-Service-Generation equals the generation id (the 202's id and data.generation_id)."""
+    generated = lab.get(scenario)
+    value = _header(generated.first, "X-Service-Generation", "DLV-HDR-06", generated)
+    data = generated.envelope().get("data")
+    in_body = data.get("generation_id") if isinstance(data, dict) else None
+    assert value == generated.generation_id == in_body, (
+        f"DLV-HDR-06: expected X-Service-Generation to equal the 202's id "
+        f"{generated.generation_id!r} and data.generation_id {in_body!r}, saw {value!r} "
+        f"{generated.describe()}"
+    )
+
+
+@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.requirement("DLV-HDR-07")
+def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> None:
+    """X-Service-Signature has the form t=<unix_timestamp>,v1=<hex_digest> on every attempt."""
+    generated = lab.get(scenario)
+    for index, delivery in enumerate(generated.deliveries):
+        value = _header(delivery, "X-Service-Signature", "DLV-HDR-07", generated)
+        try:
+            parse_signature_header(value)
+        except SignatureFormatError as error:
+            pytest.fail(f"DLV-HDR-07: attempt {index + 1}: {error} {generated.describe()}")
+
+
+@pytest.mark.requirement("DLV-HDR-08")
+def test_delivery_headers_use_neutral_service_names(lab: EventLab) -> None:
+    """The delivery headers are named X-Service-* (the spec's neutral form)."""
+    generated = lab.get(INLINE)
+    present = {name.lower() for name in generated.first.headers}
+    missing = [name for name in EVENT_HEADERS if name.lower() not in present]
+    branded = sorted(n for n in present if _BRANDED.fullmatch(n) and not n.startswith("x-service-"))
+    assert not missing, (
+        f"DLV-HDR-08: expected the headers {list(EVENT_HEADERS)}, missing {missing}"
+        + (f"; headers with another brand word: {branded}" if branded else "")
+        + f" {generated.describe()}"
+    )
