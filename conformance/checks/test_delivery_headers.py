@@ -49,7 +49,7 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ev
 
 def _header(delivery: Delivery, name: str, requirement_id: str, generated: Generated) -> str:
     """The header's value; its absence fails *requirement_id*, naming a branded variant."""
-    value = delivery.headers.get(name)
+    value: str | None = delivery.headers.get(name)
     if value is None:
         branded = sorted(
             n
