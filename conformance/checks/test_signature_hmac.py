@@ -1,0 +1,168 @@
+"""The signature construction (spec §6 Signature): HMAC-SHA256 with the webhook secret
+over ``<t>.<raw body>``, hex-encoded after ``v1=``, on every attempt.
+
+Verification is :func:`conformance.signatures.verify_signature`: the raw bytes as
+received, the literal secret (its UTF-8 bytes, ``whsec_`` included), constant-time
+comparison. A mismatch names the keying that explains it (e.g. the Standard Webhooks
+base64-decoded secret, a re-serialized body, another key's secret).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from conformance.events import EventLab, Generated, Scenario, event_lab, signing_secret
+from conformance.profile import Profile
+from conformance.receiver import Delivery, Receiver
+from conformance.secrets import Redactor, Secret
+from conformance.signatures import SIGNATURE_HEADER, Verification, verify_signature
+
+INLINE = Scenario(kind="webhook.url")
+CALLBACK = Scenario(kind="callback_url")
+REGISTERED = Scenario(kind="webhook.id")
+FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
+#: The receiver fails twice, then accepts: three attempts, each signed (spec §6).
+RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
+
+BY_TARGET = [
+    pytest.param(INLINE, id="webhook-url"),
+    pytest.param(CALLBACK, id="callback-url"),
+    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
+]
+
+#: SIG-TS-01's window (an interpretation: Stripe's default tolerance, 300 s).
+TOLERANCE_WINDOW_SECONDS = 300
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
+    with event_lab(profile, redactor, receiver, "signature-hmac") as made:
+        made.start(INLINE, CALLBACK, RETRIED)
+        yield made
+
+
+def secret_for(profile: Profile, generated: Generated) -> tuple[str, Secret]:
+    """The secret that must sign this generation's deliveries, and its label (spec §5.6):
+    the registered webhook's whsec_ secret, else the submitting key's per-key secret."""
+    if generated.webhook is not None:
+        return "the registered webhook's whsec_ secret", generated.webhook.secret
+    role = generated.scenario.role
+    return f"the per-key secret of key role {role!r}", signing_secret(profile, role)
+
+
+def other_secrets(profile: Profile, label: str) -> Mapping[str, Secret]:
+    """Every other per-key secret of the profile, by label, to explain a wrong key."""
+    found: dict[str, Secret] = {}
+    for role, key in profile.keys.items():
+        name = f"the per-key secret of key role {role!r}"
+        if key.signing_secret is not None and name != label:
+            found[name] = key.signing_secret
+    return found
+
+
+def verify(profile: Profile, generated: Generated, delivery: Delivery) -> Verification:
+    """Verify one delivery of *generated* with the secret that must sign it."""
+    label, secret = secret_for(profile, generated)
+    return verify_signature(
+        delivery.headers.get(SIGNATURE_HEADER),
+        delivery.raw_body,
+        secret,
+        label=label,
+        others=other_secrets(profile, label),
+    )
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
+)
+@pytest.mark.requirement("SIG-HMAC-01", "SIG-STRING-01")
+def test_signature_verifies_over_raw_body(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
+    """v1 is the hex HMAC-SHA256, under the webhook secret, of t, a dot and the raw body."""
+    generated = lab.get(scenario)
+    result = verify(profile, generated, generated.first)
+    assert result.ok, f"SIG-HMAC-01/SIG-STRING-01: {result.message} {generated.describe()}"
+
+
+@pytest.mark.requirement("SIG-HMAC-02")
+def test_signature_verifies_on_every_attempt(lab: EventLab, profile: Profile) -> None:
+    """Every attempt of a delivery, retries included, carries a signature that verifies."""
+    generated = lab.get(RETRIED)
+    failures = [
+        f"attempt {index + 1}: {result.message}"
+        for index, delivery in enumerate(generated.deliveries)
+        if not (result := verify(profile, generated, delivery)).ok
+    ]
+    assert not failures, f"SIG-HMAC-02: {'; '.join(failures)} {generated.describe()}"
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("SIG-HMAC-03")
+def test_signature_keyed_with_literal_secret(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
+    """The HMAC key is the secret string as shown, whsec_ included (an interpretation);
+    a delivery signed another way is named by the keying that matches."""
+    generated = lab.get(scenario)
+    result = verify(profile, generated, generated.first)
+    assert result.ok, f"SIG-HMAC-03: {result.message} {generated.describe()}"
+
+
+@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.requirement("SIG-HEX-01")
+def test_signature_hex_is_lowercase(lab: EventLab, profile: Profile, scenario: Scenario) -> None:
+    """The v1 hex digest is lowercase (an interpretation: "hex-encoded" fixes no case)."""
+    generated = lab.get(scenario)
+    result = verify(profile, generated, generated.first)
+    assert result.parsed is not None, f"SIG-HEX-01: {result.message}"
+    assert result.parsed.lowercase, (
+        f"SIG-HEX-01: expected a lowercase hex digest, saw {result.parsed.digest_hex!r} "
+        f"{generated.describe()}"
+    )
+
+
+def _wall_clock(arrived_at: float) -> float:
+    """The wall-clock time of a monotonic arrival time (the receiver stamps monotonic)."""
+    return time.time() - (time.monotonic() - arrived_at)
+
+
+@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.requirement("SIG-TS-01")
+def test_signature_timestamp_is_current(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
+    """Each attempt's t is within 300 s of the receiver's clock (an interpretation)."""
+    generated = lab.get(scenario)
+    for index, delivery in enumerate(generated.deliveries):
+        result = verify(profile, generated, delivery)
+        assert result.parsed is not None, f"SIG-TS-01: {result.message}"
+        skew = result.parsed.timestamp - _wall_clock(delivery.arrived_at)
+        hint = " (t looks like milliseconds)" if result.parsed.timestamp > 10**11 else ""
+        assert abs(skew) <= TOLERANCE_WINDOW_SECONDS, (
+            f"SIG-TS-01: attempt {index + 1}: expected t within {TOLERANCE_WINDOW_SECONDS} s "
+            f"of arrival, saw t={result.parsed.timestamp_text}, {skew:+.0f} s off{hint}"
+        )
+
+
+@pytest.mark.requirement("SIG-TS-02")
+def test_retry_signed_with_its_own_time(lab: EventLab, profile: Profile) -> None:
+    """Each retry is signed afresh: its t is the time of that attempt (an interpretation)."""
+    generated = lab.get(RETRIED)
+    first, last = generated.deliveries[0], generated.deliveries[-1]
+    parsed = [verify(profile, generated, d).parsed for d in (first, last)]
+    assert parsed[0] is not None and parsed[1] is not None, (
+        f"SIG-TS-02: a signature header is malformed {generated.describe()}"
+    )
+    gap = last.arrived_at - first.arrived_at  # about 3 s: backoff 1 s, then 2 s
+    moved = parsed[1].timestamp - parsed[0].timestamp
+    # t has whole seconds: allow one second of rounding plus the timing tolerance.
+    slack = 1 + profile.timing.tolerance_seconds
+    assert abs(moved - gap) <= slack, (
+        f"SIG-TS-02: expected the last retry's t about {gap:.1f} s after the first's "
+        f"(signed at each attempt), saw t moved by {moved} s {generated.describe()}"
+    )
