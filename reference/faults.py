@@ -153,6 +153,93 @@ _REGISTRY: tuple[Fault, ...] = (
         "EVT-ENV-05",
         "inline (webhook.url) envelopes carry a webhook_id",
     ),
+    # --- callback URL rules, target selection (engineer CHECKS-URL; webhooks/url_faults.py) ---
+    Fault("bad-target-422", "TARGET-URL-01", "a callback target failing validation gets 422"),
+    Fault("callback-hostless-accepted", "URL-RESOLVE-07", "a URL without a host is accepted"),
+    Fault("callback-http-refused", "URL-SCHEME-01", "http callback URLs are refused"),
+    Fault("callback-https-refused", "URL-SCHEME-02", "https callback URLs are refused"),
+    Fault(
+        "callback-ipv4-special-accepted",
+        "URL-IANA-01",
+        "IPv4 documentation, benchmarking, IETF, reserved and broadcast hosts are accepted",
+    ),
+    Fault(
+        "callback-ipv4-spelling-unchecked",
+        "URL-LOOP-03",
+        "numeric spellings of loopback (127.2, 2130706434, 0x7f000002) are accepted",
+    ),
+    Fault("callback-ipv6-link-local-accepted", "URL-LINK-03", "fe80::/10 hosts are accepted"),
+    Fault("callback-ipv6-loopback-accepted", "URL-LOOP-02", "the [::1] host is accepted"),
+    Fault("callback-ipv6-metadata-accepted", "URL-LINK-04", "[fd00:ec2::254] is accepted"),
+    Fault(
+        "callback-ipv6-special-accepted",
+        "URL-IANA-02",
+        "IPv6 documentation, discard-only, benchmarking, IETF and SRv6 hosts are accepted",
+    ),
+    Fault("callback-ipv6-unspecified-accepted", "URL-UNSPEC-02", "the [::] host is accepted"),
+    Fault("callback-length-unchecked", "URL-LEN-02", "callback URLs over 2048 characters pass"),
+    Fault("callback-limit-2047", "URL-LEN-01", "callback URLs of 2048 characters are refused"),
+    Fault("callback-link-local-accepted", "URL-LINK-01", "169.254.0.0/16 hosts are accepted"),
+    Fault(
+        "callback-loopback-accepted",
+        "URL-LOOP-01",
+        "dotted IPv4 loopback hosts (127.0.0.0/8) are accepted",
+    ),
+    Fault("callback-mapped-unchecked", "URL-MAPPED-01", "IPv4-mapped IPv6 hosts are accepted"),
+    Fault("callback-metadata-accepted", "URL-LINK-02", "the metadata host 169.254.169.254 passes"),
+    Fault(
+        "callback-name-address-unchecked",
+        "URL-RESOLVE-02",
+        "the addresses a callback host name resolves to are not checked (literals are)",
+    ),
+    Fault("callback-private-172-accepted", "URL-PRIV-02", "172.16.0.0/12 hosts are accepted"),
+    Fault("callback-private-192-accepted", "URL-PRIV-03", "192.168.0.0/16 hosts are accepted"),
+    Fault("callback-scheme-unchecked", "URL-SCHEME-03", "callback URLs of any scheme pass"),
+    Fault(
+        "callback-shared-space-accepted",
+        "URL-PRIV-04",
+        "100.64.0.0/10 hosts (with the metadata address 100.100.100.200) are accepted",
+    ),
+    Fault("callback-unique-local-accepted", "URL-PRIV-05", "fc00::/7 hosts are accepted"),
+    Fault(
+        "callback-unresolvable-accepted",
+        "URL-RESOLVE-01",
+        "a callback host name that does not resolve is accepted",
+    ),
+    Fault(
+        "callback-unspecified-accepted",
+        "URL-UNSPEC-01",
+        "0.0.0.0/8 hosts (0.0.0.0 included) are accepted",
+    ),
+    Fault("callback-url-ignored", "TARGET-ORDER-03", "a callback_url binds no target"),
+    Fault(
+        "credits-kept-on-bad-target",
+        "TARGET-URL-02",
+        "a submit refused for its callback target spends its credits all the same",
+    ),
+    Fault(
+        "foreign-webhook-id-accepted",
+        "TARGET-ID-02",
+        "webhook.id may name another account's registered webhook",
+    ),
+    Fault(
+        "inline-mode-mislabelled",
+        "TARGET-BIND-05",
+        'GET /v1/generations/{id} shows an inline binding with mode "callback"',
+    ),
+    Fault(
+        "precedence-callback-over-url",
+        "TARGET-ORDER-02",
+        "callback_url wins over webhook.url (webhook.id still first)",
+    ),
+    Fault("registered-webhook-ignored", "TARGET-BIND-01", "webhook.id binds no target"),
+    Fault("unknown-webhook-id-400", "TARGET-ID-01", "an unknown webhook id is answered 400"),
+    Fault("webhook-url-ignored", "TARGET-BIND-02", "webhook.url binds no target"),
+    Fault(
+        "webhook-url-unchecked",
+        "TARGET-BIND-03",
+        "webhook.url is not held to the callback URL rules (callback_url still is)",
+    ),
 )
 
 #: Every known fault by name.

@@ -260,7 +260,15 @@ class GenerationService:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
         prompt, model, params = validate_body(operation, body)
-        binding = await self.hooks.select_target(body, key) if operation.accepts_target else None
+        try:
+            binding = (
+                await self.hooks.select_target(body, key) if operation.accepts_target else None
+            )
+        except ApiError as refused:
+            if refused.status == 400 and self.faults.on("credits-kept-on-bad-target"):
+                with self.store.transaction() as conn:
+                    self._spend(conn, key, cost, day)
+            raise
         generation_id = "gen_" + secrets.token_hex(12)
         created = now_iso()
         due_at = time.time() + self.config.latency_ms / 1000

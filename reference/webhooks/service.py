@@ -58,7 +58,7 @@ from reference.netguard import (
 )
 from reference.store import Store
 
-from . import envelopes
+from . import envelopes, url_faults
 from .dispatcher import DeliveryPolicy, Dispatcher
 from .envelopes import DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
@@ -230,9 +230,11 @@ class WebhookService:
         if callback_url is not None:
             target = await self._validated(callback_url, where="callback_url")
             candidates["callback"] = self._binding("callback", target, events, key)
-        order = ("id", "url", "callback")
+        order: tuple[str, ...] = ("id", "url", "callback")
         if self.faults.on("precedence-callback-first"):
             order = ("callback", "url", "id")
+        if url_faults.active(self.faults):
+            order = url_faults.order(self.faults, order)
         for choice in order:
             if choice in candidates:
                 return candidates[choice]
@@ -241,6 +243,8 @@ class WebhookService:
     async def _validated(self, url: Any, *, where: str) -> ValidatedTarget:
         if self.faults.on("accepts-private-callback") and isinstance(url, str):
             return await self._unchecked_target(url, where=where)
+        if url_faults.active(self.faults):
+            return await url_faults.validate(self.policy, self.faults, url, where=where)
         return await validate_target(self.policy, url, where=where)
 
     async def _unchecked_target(self, url: str, *, where: str) -> ValidatedTarget:
@@ -288,7 +292,8 @@ class WebhookService:
         self, webhook_id: Any, events: tuple[str, ...] | None, key: KeyContext
     ) -> Binding:
         unknown = ApiError(
-            404, "webhook.id names no registered webhook of this account (unknown or deleted)"
+            400 if "unknown-webhook-id-400" in self.faults.enabled else 404,
+            "webhook.id names no registered webhook of this account (unknown or deleted)",
         )
         if not isinstance(webhook_id, str):
             raise unknown
@@ -296,6 +301,10 @@ class WebhookService:
             "SELECT * FROM webhooks WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
             (webhook_id, key.account_id),
         )
+        if not rows and "foreign-webhook-id-accepted" in self.faults.enabled:
+            rows = self.store.read(
+                "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
+            )
         if not rows:
             raise unknown
         row = rows[0]
@@ -335,7 +344,10 @@ class WebhookService:
     def binding_view(self, generation_id: str) -> dict[str, Any] | None:
         """What GET /v1/generations/{id} shows under ``webhook`` (mode, id, url, events)."""
         found = self.binding(generation_id)
-        return found.view() if found is not None else None
+        view = found.view() if found is not None else None
+        if view is not None and "inline-mode-mislabelled" in self.faults.enabled:
+            view["mode"] = "callback" if view["mode"] == "inline" else view["mode"]
+        return view
 
     # --- events (spec §6) ---------------------------------------------------------------
 

@@ -1,0 +1,216 @@
+"""Faults of the callback URL rules and target selection (spec §2, §4), one rule each.
+
+The suite's URL and target checks (``conformance/checks/test_url_*.py``,
+``test_target_*.py``) must catch each of these (``reference/faults.py`` registers them
+with the requirement id each one breaks). A *waiver* accepts a URL that netguard refused
+for one rule only, as a service that forgot that rule would: it then connects where the
+URL points (the egress guard still keeps every connection on loopback). A *refusal*
+refuses a URL netguard accepted. With no fault of this module on, :func:`active` is one
+set intersection and nothing else here runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+import httpx
+
+from reference.errors import ApiError
+from reference.faults import Faults
+from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, ValidatedTarget
+from reference.netguard.urls import parse_ipv4_host
+
+__all__ = ["NAMES", "active", "order", "validate"]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What a waiver decides on: netguard's rule, the host as written, its address."""
+
+    rule: str
+    host: str
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    spelled: bool  # a numeric IPv4 host other than the dotted quad (127.2, 2130706434)
+    where: str
+
+    @property
+    def v4(self) -> bool:
+        return isinstance(self.address, ipaddress.IPv4Address)
+
+    @property
+    def v6(self) -> bool:
+        return isinstance(self.address, ipaddress.IPv6Address)
+
+    @property
+    def name(self) -> bool:
+        return self.address is None
+
+
+_LINK_LOCAL_V4: Final = ipaddress.ip_network("169.254.0.0/16")
+_SHARED_V4: Final = ipaddress.ip_network("100.64.0.0/10")
+_IANA_V4_RULES: Final = frozenset(
+    {"ietf-protocol", "documentation", "benchmarking", "reserved", "broadcast"}
+)
+_IANA_V6_RULES: Final = frozenset(
+    {"documentation", "discard-only", "dummy", "benchmarking", "ietf-protocol", "srv6"}
+)
+#: Rules decided by the URL's form rather than by an address.
+_FORM_RULES: Final = frozenset(
+    {"syntax", "length", "characters", "backslash", "scheme", "host-missing", "port"}
+    | {"zone-id", "host-syntax", "invalid-ip", "unresolvable"}
+)
+
+#: Waivers: fault name → the refusals it lets through (spec §4 callback URL rules).
+_WAIVERS: Final[Mapping[str, Callable[[_Seen], bool]]] = MappingProxyType(
+    {
+        "callback-scheme-unchecked": lambda s: s.rule == "scheme",
+        "callback-unresolvable-accepted": lambda s: s.rule == "unresolvable",
+        "callback-name-address-unchecked": lambda s: s.name and s.rule not in _FORM_RULES,
+        "callback-hostless-accepted": lambda s: s.rule == "host-missing",
+        "callback-loopback-accepted": lambda s: s.rule == "loopback" and s.v4 and not s.spelled,
+        "callback-ipv6-loopback-accepted": lambda s: s.rule == "loopback" and s.v6,
+        "callback-ipv4-spelling-unchecked": lambda s: s.rule == "loopback" and s.spelled,
+        "callback-private-172-accepted": lambda s: s.rule == "private-172.16/12",
+        "callback-private-192-accepted": lambda s: s.rule == "private-192.168/16",
+        "callback-shared-space-accepted": lambda s: (
+            s.v4 and s.address in _SHARED_V4 and s.rule in ("cgnat", "metadata")
+        ),
+        "callback-unique-local-accepted": lambda s: s.rule == "unique-local",
+        "callback-link-local-accepted": lambda s: s.rule == "link-local" and s.v4,
+        "callback-metadata-accepted": lambda s: (
+            s.rule == "metadata" and s.v4 and s.address in _LINK_LOCAL_V4
+        ),
+        "callback-ipv6-link-local-accepted": lambda s: (
+            (s.rule == "link-local" and s.v6) or s.rule == "zone-id"
+        ),
+        "callback-ipv6-metadata-accepted": lambda s: s.rule == "metadata" and s.v6,
+        "callback-mapped-unchecked": lambda s: s.rule == "ipv4-mapped",
+        "callback-unspecified-accepted": lambda s: (
+            s.v4 and s.rule in ("unspecified", "this-network")
+        ),
+        "callback-ipv6-unspecified-accepted": lambda s: s.rule == "unspecified" and s.v6,
+        "callback-ipv4-special-accepted": lambda s: s.v4 and s.rule in _IANA_V4_RULES,
+        "callback-ipv6-special-accepted": lambda s: s.v6 and s.rule in _IANA_V6_RULES,
+        "callback-length-unchecked": lambda s: s.rule == "length",
+        "webhook-url-unchecked": lambda s: s.where == "webhook.url",
+    }
+)
+
+#: Refusals: fault name → why an accepted target is refused (None: not refused).
+_REFUSALS: Final[Mapping[str, Callable[[ValidatedTarget], str | None]]] = MappingProxyType(
+    {
+        "callback-limit-2047": lambda t: (
+            "longer than 2047 characters" if len(t.url) >= 2048 else None
+        ),
+        "callback-http-refused": lambda t: "http is not allowed" if t.scheme == "http" else None,
+        "callback-https-refused": lambda t: "https is not allowed" if t.scheme == "https" else None,
+    }
+)
+
+#: Target selection (spec §4 rule 1): fault name → the candidate it drops or demotes.
+_ORDER_FAULTS: Final = MappingProxyType(
+    {
+        "registered-webhook-ignored": "drop id",
+        "webhook-url-ignored": "drop url",
+        "callback-url-ignored": "drop callback",
+        "precedence-callback-over-url": "swap url callback",
+    }
+)
+
+#: Every fault name this module implements (``unknown-webhook-id-400``,
+#: ``foreign-webhook-id-accepted`` and ``inline-mode-mislabelled`` are asked for in
+#: service.py; ``bad-target-422`` here).
+NAMES: Final = (
+    frozenset(_WAIVERS)
+    | frozenset(_REFUSALS)
+    | frozenset(_ORDER_FAULTS)
+    | {"bad-target-422", "unknown-webhook-id-400", "foreign-webhook-id-accepted"}
+    | {"inline-mode-mislabelled"}
+)
+
+
+def order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The resolution order (``id``, ``url``, ``callback``) with the active faults applied."""
+    found = list(kinds)
+    for name, change in _ORDER_FAULTS.items():
+        if name not in faults.enabled:
+            continue
+        verb, *what = change.split()
+        if verb == "drop" and what[0] in found:
+            found.remove(what[0])
+        elif verb == "swap" and set(what) <= set(found):
+            i, j = found.index(what[0]), found.index(what[1])
+            found[i], found[j] = found[j], found[i]
+    return tuple(found)
+
+
+def active(faults: Faults) -> bool:
+    """Whether any fault of this module is on (the cheap test before :func:`validate`)."""
+    return bool(faults.enabled & NAMES)
+
+
+def _address(host: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, bool]:
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0]), False
+    except ValueError:
+        pass
+    try:
+        spelled = parse_ipv4_host(host)
+    except ValueError:
+        return None, False
+    return spelled, spelled is not None
+
+
+def _seen(rejected: CallbackRejected, url: str, where: str) -> _Seen:
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL:
+        host = ""
+    address, spelled = _address(host)
+    return _Seen(rejected.rule, host, address, spelled, where)
+
+
+async def _unchecked(policy: CallbackPolicy, url: str, where: str) -> ValidatedTarget:
+    """Where a service that skipped the rule would connect: the literal, else a lookup."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ApiError(400, f"{where} is not a URL: {exc}") from None
+    address: Any = _address(parsed.host)[0]
+    if address is None and parsed.host:
+        try:
+            address = (await policy.resolver.resolve(parsed.host))[0]
+        except (HostNotResolved, IndexError, TimeoutError):
+            address = None
+    return ValidatedTarget(
+        url=url,
+        host=parsed.host,
+        port=parsed.port or (443 if parsed.scheme == "https" else 80),
+        scheme=parsed.scheme,
+        address=str(address) if address is not None else "0.0.0.0",  # noqa: S104 (fails)
+    )
+
+
+async def validate(
+    policy: CallbackPolicy, faults: Faults, url: Any, *, where: str
+) -> ValidatedTarget:
+    """netguard's validation, with the active faults of this module applied."""
+    try:
+        target = await policy.validate(url)
+    except CallbackRejected as rejected:
+        if isinstance(url, str):
+            seen = _seen(rejected, url, where)
+            on = faults.enabled
+            if any(name in on and waive(seen) for name, waive in _WAIVERS.items()):
+                return await _unchecked(policy, url, where)
+        status = 422 if "bad-target-422" in faults.enabled else 400
+        raise ApiError(status, f"{where} is not an allowed callback target: {rejected}") from None
+    for name, refuse in _REFUSALS.items():
+        why = refuse(target) if name in faults.enabled else None
+        if why is not None:
+            raise ApiError(400, f"{where} is not an allowed callback target: {why}")
+    return target
