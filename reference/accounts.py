@@ -115,7 +115,11 @@ def create_key(
 ) -> CreatedKey:
     """Create a key, enforcing the 10-active-keys limit atomically (409 beyond it)."""
     key_id = "key_" + secrets.token_hex(8)
+    if faults.on("key-prefix-per-account"):
+        prefix = f"{prefix}{account_id[-4:]}"
     value = new_key_value(prefix, faults)
+    # Fault new-key-not-active: a console-created key is stored under another hash.
+    stored = value + "-inactive" if role is None and faults.on("new-key-not-active") else value
     created = now_iso()
     with store.transaction() as conn:
         (active,) = conn.execute(
@@ -131,7 +135,7 @@ def create_key(
         conn.execute(
             "INSERT INTO api_keys (id, account_id, name, scopes, key_hash, created_at, "
             "provisioned_role) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key_id, account_id, name, json.dumps(list(scopes)), hash_key(value), created, role),
+            (key_id, account_id, name, json.dumps(list(scopes)), hash_key(stored), created, role),
         )
     if faults.on("key-shown-again"):
         _FAULT_KEPT_VALUES[key_id] = value

@@ -53,6 +53,27 @@ SESSION_TTL_S = 3600
 _JWT_ALGORITHM = "HS256"
 _KEY_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 
+# Faults of the CHECKS-AUTH group (reference/faults.py); off, none of these is consulted.
+#: Faults that open one console operation to API keys (spec §4 console table).
+_CONSOLE_KEY_FAULTS = (
+    ("POST", re.compile(r"/api/webhooks"), "api-key-creates-webhooks"),
+    ("GET", re.compile(r"/api/webhooks"), "api-key-lists-webhooks"),
+    ("POST", re.compile(r"/api/webhooks/[^/]+/test"), "api-key-tests-webhooks"),
+    ("DELETE", re.compile(r"/api/webhooks/[^/]+"), "api-key-deletes-webhooks"),
+)
+#: Faults that drop one endpoint's scope check (spec §4 "Scope:" lines).
+_SCOPE_IGNORED_FAULTS = {
+    "images:generate": "images-scope-not-enforced",
+    "images:edit": "edit-scope-not-enforced",
+    "videos:generate": "video-scope-not-enforced",
+}
+#: Faults that make an endpoint demand scopes beyond its own.
+_EXTRA_SCOPE_FAULTS = (
+    ("images:generate", "images-needs-all-scopes", frozenset(SCOPES)),
+    ("images:edit", "edit-needs-images-generate", frozenset({"images:generate"})),
+    ("videos:generate", "video-needs-images-generate", frozenset({"images:generate"})),
+)
+
 
 @dataclass(frozen=True)
 class KeyContext:
@@ -166,10 +187,39 @@ class Authenticator:
             return None
         return account
 
+    def _console_fault_account(self, request: Request) -> str | None:
+        """Fault ``console-open-without-session``: the oldest account, for no credentials."""
+        if request.headers.get("authorization") is not None:
+            return None
+        if not self.faults.on("console-open-without-session"):
+            return None
+        rows = self.store.read("SELECT id FROM accounts ORDER BY created_at, rowid LIMIT 1")
+        return str(rows[0]["id"]) if rows else None
+
+    def _api_key_opens(self, request: Request) -> bool:
+        """Faults that let an API key through to (some) console operations."""
+        if self.faults.on("api-key-opens-console"):
+            return True
+        return any(
+            request.method == method
+            and pattern.fullmatch(request.url.path) is not None
+            and self.faults.on(fault)
+            for method, pattern, fault in _CONSOLE_KEY_FAULTS
+        )
+
     def session(self, request: Request) -> SessionContext:
+        opened = self._console_fault_account(request)
+        if opened is not None:
+            return SessionContext(account_id=opened)
         token = _bearer(request)
         account = self._session_account(token)
-        if account is None and self.faults.on("api-key-opens-console"):
+        if (
+            account is not None
+            and request.url.path == "/api/tier"
+            and self.faults.on("session-refused-on-tier")
+        ):
+            account = None
+        if account is None and self._api_key_opens(request):
             row = self._key_row(token)
             if row is not None and row["revoked_at"] is None:
                 account = row["account_id"]
@@ -199,10 +249,35 @@ class Authenticator:
             self._fault_cache[value] = (time.monotonic() + 60.0, row)
         return row
 
+    def _oldest_key_row(self) -> Any:
+        """For faults only: the oldest active key, which a lax service falls back to."""
+        rows = self.store.read(
+            "SELECT k.id, k.account_id, k.scopes, k.revoked_at, a.tier "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+            "WHERE k.revoked_at IS NULL ORDER BY k.created_at, k.rowid LIMIT 1"
+        )
+        return rows[0] if rows else None
+
+    def _lax_bearer(self, request: Request) -> str:
+        """Fault ``malformed-authorization-accepted``: the last word of any header form."""
+        words = (request.headers.get("authorization") or "").split()
+        return words[-1] if words else _bearer(request)
+
     def identify(self, request: Request) -> KeyContext:
         """The key of a /v1 request, or 401 (missing, malformed, unknown, revoked)."""
-        value = _bearer(request)
+        if request.headers.get("authorization") is None and self.faults.on("missing-key-accepted"):
+            fallback = self._oldest_key_row()
+            if fallback is not None:
+                return self._context(request, fallback)
+        if self.faults.on("malformed-authorization-accepted"):
+            value = self._lax_bearer(request)
+        else:
+            value = _bearer(request)
         row = self._key_row(value)
+        if row is None and self.faults.on("unknown-key-accepted"):
+            prefix = self.config.key_prefix
+            if _KEY_BODY.fullmatch(value.removeprefix(prefix + "_")):
+                row = self._oldest_key_row()
         if row is None:
             prefix = self.config.key_prefix
             body = value.removeprefix(prefix + "_")
@@ -215,6 +290,9 @@ class Authenticator:
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
         if row["revoked_at"] is not None and not self.faults.on("revoked-key-accepted"):
             raise ApiError(401, "this API key has been revoked: create a new key in the console")
+        return self._context(request, row)
+
+    def _context(self, request: Request, row: Any) -> KeyContext:
         context = KeyContext(
             key_id=row["id"],
             account_id=row["account_id"],
@@ -231,6 +309,8 @@ class Authenticator:
 
     def require_key(self, request: Request, scope: str | None) -> KeyContext:
         key = self.identify(request)
+        if request.url.path == "/v1/account/tier" and self.faults.on("tier-refuses-keys"):
+            raise ApiError(401, "unknown API key: check the key, or create one in the console")
         window = self.limiter.admit(key.key_id, self.tier_of(key))
         if window is not None:
             # Sent as X-RateLimit-* on the response (reference.app.RequestLog).
@@ -239,12 +319,18 @@ class Authenticator:
             scope is not None
             and scope not in key.scopes
             and not self.faults.on("scope-not-enforced")
+            and not (
+                scope in _SCOPE_IGNORED_FAULTS and self.faults.on(_SCOPE_IGNORED_FAULTS[scope])
+            )
         ):
             raise ApiError(
                 403,
                 f"this API key lacks the scope `{scope}` this endpoint needs; "
                 f"its scopes: {', '.join(sorted(key.scopes)) or 'none'}",
             )
+        for demanded, fault, extra in _EXTRA_SCOPE_FAULTS:
+            if scope == demanded and not extra <= key.scopes and self.faults.on(fault):
+                raise ApiError(403, f"this API key lacks a scope among {sorted(extra)}")
         return key
 
 

@@ -58,6 +58,16 @@ async def create_key(request: Request) -> Response:
         raise ApiError(400, "`name` must be a string of at most 200 characters")
     scopes = accounts.validate_scopes(body.get("scopes"))
     auth = _auth(request)
+    for refused, fault in (
+        ("agent:run", "scope-agent-run-refused"),
+        ("images:edit", "scope-images-edit-refused"),
+    ):
+        if refused in scopes and auth.faults.on(fault):
+            raise ApiError(400, f"unknown scope(s) [{refused!r}]")
+    if auth.faults.on("key-scope-wildcard"):
+        scopes = [*scopes, "all"]
+    if auth.faults.on("key-name-ignored"):
+        name = ""
     created = accounts.create_key(
         auth.store,
         account_id=session.account_id,
@@ -73,7 +83,7 @@ async def create_key(request: Request) -> Response:
             "scopes": list(created.scopes),
             "created_at": created.created_at,
             # Spec §2: the full key is returned this once; only its hash is stored.
-            "key": created.value,
+            "key": created.value[:-4] if auth.faults.on("created-key-truncated") else created.value,
         },
         status_code=201,
     )
@@ -95,6 +105,8 @@ async def key_detail(request: Request) -> Response:
         auth.config.master_secret,
         auth.faults,
     )
+    if auth.faults.on("key-detail-without-scopes"):
+        detail.pop("scopes", None)
     return JSONResponse(detail)
 
 

@@ -87,6 +87,99 @@ _REGISTRY: tuple[Fault, ...] = (
         "TIER-FIELD-02",
         "the tier record gives requests_per_minute as a string",
     ),
+    # --- authentication, scopes, console separation, keys (engineer CHECKS-AUTH) ---
+    Fault("api-key-creates-webhooks", "CONSOLE-KEY-01", "POST /api/webhooks accepts an API key"),
+    Fault(
+        "api-key-deletes-webhooks",
+        "CONSOLE-KEY-04",
+        "DELETE /api/webhooks/{id} accepts an API key",
+    ),
+    Fault("api-key-lists-webhooks", "CONSOLE-KEY-02", "GET /api/webhooks accepts an API key"),
+    Fault(
+        "api-key-tests-webhooks",
+        "CONSOLE-KEY-03",
+        "POST /api/webhooks/{id}/test accepts an API key",
+    ),
+    Fault(
+        "console-open-without-session",
+        "CONSOLE-SESSION-01",
+        "console paths without credentials act for the oldest account",
+    ),
+    Fault(
+        "created-key-truncated",
+        "KEY-ONCE-01",
+        "the key returned at creation lacks its last 4 characters",
+    ),
+    Fault(
+        "edit-needs-images-generate",
+        "SCOPE-EDIT-02",
+        "POST /v1/images/edit also demands images:generate",
+    ),
+    Fault("edit-scope-not-enforced", "SCOPE-EDIT-01", "POST /v1/images/edit ignores its scope"),
+    Fault(
+        "images-needs-all-scopes",
+        "SCOPE-IMAGES-02",
+        "POST /v1/images/generate demands every scope, not only images:generate",
+    ),
+    Fault(
+        "images-scope-not-enforced",
+        "SCOPE-IMAGES-01",
+        "POST /v1/images/generate ignores its scope",
+    ),
+    Fault("key-detail-without-scopes", "KEY-VIEW-01", "the key detail view omits the scopes"),
+    Fault("key-name-ignored", "KEY-NAME-01", "keys are stored without the name given"),
+    Fault(
+        "key-prefix-per-account",
+        "KEY-PREFIX-02",
+        "each account's keys get their own prefix (<key_prefix><account suffix>_)",
+    ),
+    Fault(
+        "key-scope-wildcard",
+        "KEY-SCOPE-01",
+        "keys created in the console carry an extra scope 'all' beyond the five",
+    ),
+    Fault(
+        "malformed-authorization-accepted",
+        "AUTH-KEY-03",
+        "the key is taken from any Authorization form (no scheme, another scheme)",
+    ),
+    Fault(
+        "missing-key-accepted",
+        "AUTH-KEY-01",
+        "a /v1 request without Authorization acts with the oldest active key",
+    ),
+    Fault(
+        "new-key-not-active",
+        "KEY-CREATE-01",
+        "keys created in the console do not authenticate (stored under another hash)",
+    ),
+    Fault(
+        "scope-agent-run-refused",
+        "SCOPE-NAMES-01",
+        "creating a key with the agent:run scope is refused",
+    ),
+    Fault(
+        "scope-images-edit-refused",
+        "SCOPE-NAMES-02",
+        "creating a key with the images:edit scope is refused",
+    ),
+    Fault("session-refused-on-tier", "CONSOLE-SESSION-03", "GET /api/tier refuses valid sessions"),
+    Fault("tier-refuses-keys", "AUTH-BEARER-01", "GET /v1/account/tier refuses valid keys"),
+    Fault(
+        "unknown-key-accepted",
+        "AUTH-KEY-02",
+        "an unknown key of the right shape acts as the oldest active key",
+    ),
+    Fault(
+        "video-needs-images-generate",
+        "SCOPE-VIDEO-02",
+        "POST /v1/videos/generate also demands images:generate",
+    ),
+    Fault(
+        "video-scope-not-enforced",
+        "SCOPE-VIDEO-01",
+        "POST /v1/videos/generate ignores its scope",
+    ),
     # --- webhooks (engineer WEBHOOKS) ---
     Fault(
         "accepts-private-callback",
