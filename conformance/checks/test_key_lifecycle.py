@@ -41,10 +41,10 @@ def _bearer(key: CreatedKey) -> dict[str, str]:
 
 @contextmanager
 def _created_key(
-    adapter: Adapter, purpose: str, scopes: list[str], session: str = "primary"
+    adapter: Adapter, name: str, scopes: list[str], session: str = "primary"
 ) -> Iterator[CreatedKey]:
     """A key created through the adapter for one check, revoked when the check ends."""
-    created = adapter.create_key(session, _name(purpose), scopes)
+    created = adapter.create_key(session, name, scopes)
     try:
         yield created
     finally:
@@ -102,7 +102,7 @@ def test_keys_of_every_account_share_one_prefix(profile: Profile) -> None:
 def test_created_key_starts_with_key_prefix(adapter: Adapter, profile: Profile) -> None:
     """A key created now starts with "<key_prefix>_"."""
     prefix = _prefix(profile)
-    with _created_key(adapter, "prefix", ["images:generate"]) as created:
+    with _created_key(adapter, _name("prefix"), ["images:generate"]) as created:
         assert created.key.reveal().startswith(prefix), (
             f"KEY-PREFIX-01: expected the new key to start with {prefix!r}; it starts with "
             f"{created.key.reveal()[: len(prefix)]!r}"
@@ -115,7 +115,7 @@ def test_created_key_is_returned_in_full_and_authenticates_at_once(
 ) -> None:
     """The secret returned at creation is the whole key: the next /v1 request with it is
     served."""
-    with _created_key(adapter, "create", ["images:generate"]) as created:
+    with _created_key(adapter, _name("create"), ["images:generate"]) as created:
         response = api.request("GET", TIER, role="none", headers=_bearer(created))
         assert_not_refused_for_auth(response, "KEY-ONCE-01/KEY-CREATE-01", "the key just created")
 
@@ -123,7 +123,7 @@ def test_created_key_is_returned_in_full_and_authenticates_at_once(
 @pytest.mark.requirement("KEY-ONCE-02")
 def test_key_detail_and_v1_responses_never_show_the_key(api: ApiClient, adapter: Adapter) -> None:
     """After creation, neither the key's detail view nor a /v1 response contains the key."""
-    with _created_key(adapter, "once", ["images:generate"]) as created:
+    with _created_key(adapter, _name("once"), ["images:generate"]) as created:
         value = created.key.reveal()
         detail = adapter.key_detail("primary", created.id)
         tier = api.request("GET", TIER, role="none", headers=_bearer(created))
@@ -139,10 +139,11 @@ def test_key_detail_and_v1_responses_never_show_the_key(api: ApiClient, adapter:
 def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
     """The key detail view shows the name chosen at creation and the key's scopes."""
     scopes = ["images:generate", "videos:generate"]
-    with _created_key(adapter, "view", scopes) as created:
+    name = _name("view")
+    with _created_key(adapter, name, scopes) as created:
         detail = adapter.key_detail("primary", created.id)
-        assert detail.get("name") == created.name, (
-            f"KEY-NAME-01: expected the detail view to show the name {created.name!r}, "
+        assert detail.get("name") == name, (
+            f"KEY-NAME-01: expected the detail view to show the name {name!r}, "
             f"saw {detail.get('name')!r}"
         )
         assert sorted(detail.get("scopes") or []) == sorted(scopes), (
@@ -168,7 +169,7 @@ def _scope_cases() -> list[object]:
 def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> None:
     """A key can be created with this one scope, and its detail view shows exactly it."""
     try:
-        with _created_key(adapter, f"scope-{scope.replace(':', '-')}", [scope]) as created:
+        with _created_key(adapter, _name(f"scope-{scope.replace(':', '-')}"), [scope]) as created:
             detail = adapter.key_detail("primary", created.id)
     except AdapterError as error:
         pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
