@@ -110,6 +110,10 @@ class RequestLog:
                 await response(scope, receive, send_wrapper)
             else:
                 await self.app(scope, receive, send_wrapper)
+        except BaseException:
+            # Rendered as a 500 by Starlette's ServerErrorMiddleware, outside this one.
+            status = status or 500
+            raise
         finally:
             log_event(
                 "request",
