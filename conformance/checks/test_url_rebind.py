@@ -1,0 +1,218 @@
+"""Callback host names that resolve, or later resolve, to a private address (spec §3, §4, §7).
+
+Needs controllable DNS (the profile's ``[dns]``): the implementation resolves names under
+the profile's domain through the suite's DNS server (:mod:`conformance.dns`), so a check
+can point a name at the receiver, let a delivery happen, then move the name to
+127.0.0.2, where a canary listens at the receiver's port. Spec §3: a redeliver whose
+target hostname now resolves to a private address is answered 400, nothing is fetched,
+and the delivery is unchanged; §4: a hostname must resolve to a public address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pytest
+
+from conformance.asserts import assert_status, describe
+from conformance.client import ApiClient
+from conformance.dns import DnsServer
+from conformance.events import delivery_deadline, target_body
+from conformance.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.profile import CapabilityMissing, Profile
+from conformance.receiver import CanaryView, Endpoint, Receiver
+from conformance.strategies import host_is_this_machine, iut_on_this_machine
+
+#: Spec §4: image submits accept callback_url (scope images:generate).
+SUBMIT: Final = "/v1/images/generate"
+#: Spec §3: max 3 attempts; a target that always fails ends the delivery exhausted.
+ATTEMPTS: Final = 3
+#: How often a delivery record is read while waiting for it to settle (bounded).
+RECORD_POLL_SECONDS: Final = 0.2
+
+pytestmark = pytest.mark.dns
+
+
+def _receiver_ip(receiver: Receiver) -> str:
+    """The address the IUT reaches the receiver at: a name is first pointed there."""
+    try:
+        address = ipaddress.ip_address(receiver.host)
+    except ValueError:
+        raise CapabilityMissing(
+            "a receiver listening on an IP address",
+            "set [receiver] listen_host to an address (e.g. 127.0.0.1) for rebinding checks",
+        ) from None
+    if address.is_unspecified:
+        raise CapabilityMissing(
+            "a receiver on a specific address", "set [receiver] listen_host to 127.0.0.1"
+        )
+    return str(address)
+
+
+def _deliveries(api: ApiClient, generation_id: str) -> list[dict[str, Any]]:
+    response = api.request("GET", f"/v1/generations/{generation_id}/deliveries")
+    if response.status_code != 200:
+        raise SetupFailed(f"setup: the generation's deliveries answered {describe(response)}")
+    records = response.json().get("deliveries")
+    if not isinstance(records, list):
+        raise SetupFailed(f"setup: no deliveries list in {describe(response)}")
+    return [r for r in records if isinstance(r, dict)]
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
+
+    name: str
+    delivery_id: str
+    generation_id: str
+    record: dict[str, Any]
+    arrivals: int
+
+
+def _exhaust_then_rebind(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> Exhausted:
+    """Set-up: a callback to a name on the receiver, every attempt failed, the name moved
+    to 127.0.0.2 (the rebind canary). Any failure here is a set-up error."""
+    if canary.rebind_port is None:
+        raise CapabilityMissing(
+            "a canary at 127.0.0.2 on the receiver's port",
+            "let the receiver listen on one address (listen_host = 127.0.0.1)",
+        )
+    name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
+    endpoint.respond_with_statuses([500])
+    url = f"http://{name}:{receiver.port}{endpoint.path}"
+    response = api.request(
+        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+    )
+    if response.status_code != 202:
+        raise SetupFailed(f"setup: a submit with callback {url!r} answered {describe(response)}")
+    generation_id = str(response.json()["id"])
+    endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
+    deadline = time.monotonic() + profile.timing.tolerance_seconds + 10.0
+    while True:
+        records = _deliveries(api, generation_id)
+        if records and records[0].get("outcome") == "exhausted":
+            break
+        if time.monotonic() > deadline:
+            raise SetupFailed(f"setup: the delivery did not end exhausted: {records!r}")
+        time.sleep(RECORD_POLL_SECONDS)  # polling a record's state, bounded by the deadline
+    dns_server.rebind(name, [canary.canary.rebind_host])
+    return Exhausted(name, str(records[0]["id"]), generation_id, records[0], ATTEMPTS)
+
+
+def _redeliver(api: ApiClient, state: Exhausted) -> Any:
+    return api.request("POST", f"/v1/webhooks/deliveries/{state.delivery_id}/redeliver")
+
+
+@pytest.mark.requirement("REDLV-REBIND-01")
+def test_rebind_redeliver_to_private_address_answered_400(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> None:
+    """A redeliver whose target name now resolves to a private address is answered 400."""
+    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
+    assert_status(_redeliver(api, state), 400, f"REDLV-REBIND-01 ({state.name} -> 127.0.0.2)")
+
+
+@pytest.mark.requirement("REDLV-REBIND-02")
+def test_rebind_redeliver_to_private_address_fetches_nothing(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> None:
+    """A redeliver refused for a now-private target connects nowhere: not there, not here."""
+    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
+    response = _redeliver(api, state)
+    hits, arrived = canary.hits, len(endpoint.deliveries) - state.arrivals
+    assert not hits and not arrived, (
+        f"REDLV-REBIND-02: expected nothing fetched by the redeliver ({describe(response)}); "
+        f"the private address saw {len(hits)} connections, the old address {arrived} deliveries"
+    )
+
+
+@pytest.mark.requirement("REDLV-VALIDATE-01")
+def test_rebind_redeliver_validates_target_before_connecting(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> None:
+    """The recorded target is validated again first: its now-private address gets no connection."""
+    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
+    response = _redeliver(api, state)
+    hits = canary.hits
+    assert not hits, (
+        f"REDLV-VALIDATE-01: expected no connection to the private address the target now "
+        f"resolves to; the redeliver answered {describe(response)} and the canary saw "
+        + "; ".join(f"{h.peer} -> {h.local}: {h.request_line}" for h in hits)
+    )
+
+
+@pytest.mark.requirement("REDLV-REBIND-03")
+def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> None:
+    """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
+    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
+    response = _redeliver(api, state)
+    after = next(
+        (r for r in _deliveries(api, state.generation_id) if r.get("id") == state.delivery_id),
+        None,
+    )
+    before = {k: state.record.get(k) for k in ("outcome", "attempts")}
+    seen = None if after is None else {k: after.get(k) for k in ("outcome", "attempts")}
+    assert seen == before, (
+        f"REDLV-REBIND-03: expected the delivery unchanged by the refused redeliver "
+        f"({describe(response)}); before {before!r}, after {seen!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param("127.0.0.2", id="name-to-loopback-127.0.0.2-400"),
+        pytest.param("10.0.0.1", id="name-to-private-10.0.0.1-400"),
+        pytest.param("169.254.169.254", id="name-to-metadata-169.254.169.254-400"),
+        pytest.param("::1", id="name-to-loopback-::1-400"),
+        pytest.param("fd00::1", id="name-to-unique-local-fd00::1-400"),
+    ],
+)
+@pytest.mark.requirement("URL-RESOLVE-02")
+def test_url_name_resolving_to_private_address_answered_400(
+    api: ApiClient, profile: Profile, dns_server: DnsServer, canary: CanaryView, address: str
+) -> None:
+    """A callback host name that resolves only to a non-public address is refused with 400."""
+    name = dns_server.set(f"private-{secrets.token_hex(5)}", [address])
+    local = iut_on_this_machine(profile.base_url, profile.receiver.public_url)
+    port = canary.port if local and host_is_this_machine(address) else 9
+    url = f"http://{name}:{port}/conformance"
+    response = api.request(
+        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+    )
+    assert_status(response, 400, f"URL-RESOLVE-02 ({name} -> {address})")
+    canary.assert_no_hits()
