@@ -16,6 +16,7 @@ and :func:`delivery_deadline`.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ __all__ = [
     "ENVELOPE_FIELDS",
     "EVENT_HEADERS",
     "FAILED",
+    "FINAL_STATUSES",
+    "QUIET_AFTER_SETTLED_SECONDS",
     "TARGET_KINDS",
     "EventLab",
     "Generated",
@@ -52,6 +55,7 @@ __all__ = [
     "schema_errors",
     "signing_secret",
     "target_body",
+    "wait_until_settled",
 ]
 
 #: Event names (spec §6).
@@ -421,3 +425,40 @@ def schema_errors(schema_name: str, instance: object) -> list[str]:
             validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]
         )
     ]
+
+
+#: Statuses after which a generation fires no further event (spec §3 names these three).
+FINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
+#: How long an absence check listens once the generation has settled: the service fires
+#: its event when the generation ends, and a first attempt is sent at once (spec §6).
+QUIET_AFTER_SETTLED_SECONDS: Final = 3.0
+
+
+def wait_until_settled(
+    client: ApiClient, generation_id: str, endpoint: Endpoint, *, role: str | None = None
+) -> tuple[str | None, list[Delivery]]:
+    """Wait until the generation reads as finished, or anything arrives at *endpoint*.
+
+    Polls ``GET /v1/generations/{id}`` (its ``status`` field is an interpretation,
+    GEN-RECORD-01) between short waits on the endpoint, until the profile's
+    ``max_generation_seconds``. Returns the final status seen (None if the record never
+    showed one) and the deliveries that arrived meanwhile. Used by absence checks: an
+    event that must not be sent has had its moment once the generation has settled.
+    """
+    profile = client.profile
+    deadline = time.monotonic() + profile.sandbox.max_generation_seconds
+    poll = 0.25
+    while time.monotonic() < deadline:
+        try:
+            return None, endpoint.wait_for(1, timeout=poll)
+        except DeliveryTimeout:
+            pass
+        response = client.request("GET", f"/v1/generations/{generation_id}", role=role)
+        try:
+            status = response.json().get("status")
+        except (ValueError, AttributeError):
+            status = None
+        if status in FINAL_STATUSES:
+            return str(status), endpoint.deliveries
+        poll = min(poll * 2, 2.0)
+    return None, endpoint.deliveries

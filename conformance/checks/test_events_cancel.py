@@ -1,0 +1,181 @@
+"""generation.cancelled and explicit subscriptions (spec §6 Events): cancelled is sent
+only when the binding's events field subscribes to it; the events field selects what is
+sent (interpretations: a list without completed gets no completed; an unknown name is
+refused).
+
+Cancellation is driven by the profile's sandbox prompt. An absence ("nothing is sent")
+is judged once the generation has settled: its record reads finished (or the profile's
+``max_generation_seconds`` passed), its delivery list shows no such event, and nothing
+arrived within a short quiet window after that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conformance.asserts import assert_status
+from conformance.client import ApiClient
+from conformance.events import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    QUIET_AFTER_SETTLED_SECONDS,
+    EventLab,
+    Scenario,
+    TargetKind,
+    delivery_deadline,
+    event_lab,
+    target_body,
+    wait_until_settled,
+)
+from conformance.operations import SUBMIT_PROMPT
+from conformance.profile import Profile
+from conformance.receiver import DeliveryTimeout, Endpoint, Receiver
+from conformance.secrets import Redactor
+
+SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
+    with event_lab(profile, redactor, receiver, "events-cancel") as made:
+        yield made
+
+
+def _cancel_prompt(profile: Profile) -> str:
+    return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
+
+
+def _events_in(deliveries: list[Any]) -> list[Any]:
+    seen = []
+    for delivery in deliveries:
+        try:
+            body = delivery.json()
+        except ValueError:
+            body = None
+        seen.append(
+            body.get("event") if isinstance(body, dict) else delivery.headers.get("X-Service-Event")
+        )
+    return seen
+
+
+def _assert_nothing_sent(
+    api: ApiClient, endpoint: Endpoint, generation_id: str, unwanted: str, requirement_id: str
+) -> None:
+    """No *unwanted* event reaches *endpoint* nor shows in the generation's delivery list."""
+    status, arrived = wait_until_settled(api, generation_id, endpoint)
+    if not arrived:
+        # Settled (or the deadline passed): give a first attempt its moment to arrive.
+        try:
+            arrived = endpoint.wait_for(1, timeout=QUIET_AFTER_SETTLED_SECONDS)
+        except DeliveryTimeout:
+            arrived = []
+    events = _events_in(arrived)
+    assert unwanted not in events, (
+        f"{requirement_id}: expected no {unwanted} (status read: {status!r}), but the target "
+        f"received {events}"
+    )
+    listed = api.request("GET", f"/v1/generations/{generation_id}/deliveries")
+    if listed.status_code == 200:
+        body = listed.json()
+        records = body.get("deliveries") if isinstance(body, dict) else None
+        fired = [r.get("event_type") for r in records or [] if isinstance(r, dict)]
+        assert unwanted not in fired, (
+            f"{requirement_id}: expected no {unwanted}, but the generation's delivery list "
+            f"records {fired}"
+        )
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param("webhook.url", id="webhook-url-no-events"),
+        pytest.param("callback_url", id="callback-url"),
+    ],
+)
+@pytest.mark.requirement("EVT-CANCEL-01")
+def test_cancelled_not_sent_without_subscription(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
+) -> None:
+    """Without an explicit subscription a cancelled generation sends no generation.cancelled."""
+    body = {"prompt": _cancel_prompt(profile), **target_body(kind, endpoint.url)}
+    response = api.request("POST", "/v1/images/generate", json=body)
+    assert_status(response, 202, "EVT-CANCEL-01 (setup)")
+    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), CANCELLED, "EVT-CANCEL-01")
+
+
+@pytest.mark.sandbox
+@pytest.mark.requirement("EVT-CANCEL-02")
+def test_cancelled_sent_when_subscribed(
+    api: ApiClient, endpoint: Endpoint, profile: Profile
+) -> None:
+    """A binding whose events list generation.cancelled receives it on cancellation."""
+    body = {
+        "prompt": _cancel_prompt(profile),
+        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
+    }
+    response = api.request("POST", "/v1/images/generate", json=body)
+    assert_status(response, 202, "EVT-CANCEL-02 (setup)")
+    try:
+        arrived = endpoint.wait_for(1, timeout=delivery_deadline(profile))
+    except DeliveryTimeout as error:
+        pytest.fail(f"EVT-CANCEL-02: expected {CANCELLED}; {error}")
+    events = _events_in(arrived)
+    assert events[0] == CANCELLED, f"EVT-CANCEL-02: expected {CANCELLED}, saw {events}"
+
+
+@pytest.mark.sandbox
+@pytest.mark.requirement("EVT-CANCEL-03")
+def test_cancelled_event_is_full_envelope(lab: EventLab, profile: Profile) -> None:
+    """generation.cancelled is a full envelope with data.status "cancelled", output_url
+    null and error_message a string or null (an interpretation: its payload is not shown)."""
+    generated = lab.get(SUBSCRIBED)
+    envelope = generated.envelope()
+    missing = [
+        name
+        for name in ("id", "event", "created_at", "api_version", "webhook_id", "data")
+        if name not in envelope
+    ]
+    data = envelope.get("data")
+    problems = [f"missing envelope fields {missing}"] if missing else []
+    if not isinstance(data, dict):
+        problems.append(f"data is {data!r:.100}, expected an object")
+    else:
+        if data.get("status") != "cancelled":
+            problems.append(f"data.status is {data.get('status')!r}, expected 'cancelled'")
+        if "output_url" not in data or data["output_url"] is not None:
+            problems.append(f"data.output_url is {data.get('output_url', '(absent)')!r}")
+        if not isinstance(data.get("error_message"), str | None):
+            problems.append(f"data.error_message is {data.get('error_message')!r}")
+    assert not problems, f"EVT-CANCEL-03: {'; '.join(problems)} {generated.describe()}"
+
+
+@pytest.mark.requirement("EVT-SUB-01")
+def test_events_list_without_completed_gets_no_completed(
+    api: ApiClient, endpoint: Endpoint
+) -> None:
+    """A binding with events [generation.cancelled] receives no generation.completed (an
+    interpretation: the listed events replace the defaults)."""
+    body = {
+        "prompt": SUBMIT_PROMPT,
+        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
+    }
+    response = api.request("POST", "/v1/images/generate", json=body)
+    assert_status(response, 202, "EVT-SUB-01 (setup)")
+    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), COMPLETED, "EVT-SUB-01")
+
+
+@pytest.mark.requirement("EVT-SUB-02")
+def test_unknown_event_name_is_refused(api: ApiClient, endpoint: Endpoint) -> None:
+    """A binding whose events list holds an unknown name is refused with a 4xx (an
+    interpretation)."""
+    events = (COMPLETED, FAILED, "generation.conformance-unknown")
+    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url, events=events)}
+    response = api.request("POST", "/v1/images/generate", json=body)
+    assert 400 <= response.status_code < 500, (
+        f"EVT-SUB-02: expected a 4xx for the unknown event name, saw {response.status_code}"
+    )
