@@ -180,6 +180,32 @@ _REGISTRY: tuple[Fault, ...] = (
         "SCOPE-VIDEO-01",
         "POST /v1/videos/generate ignores its scope",
     ),
+    Fault(
+        "webhook-created-without-secret",
+        "CONSOLE-HOOK-01",
+        "POST /api/webhooks answers without the signing secret",
+    ),
+    Fault(
+        "webhook-delete-ignored",
+        "CONSOLE-HOOK-05",
+        "DELETE /api/webhooks/{id} answers 204 but keeps the webhook",
+    ),
+    Fault(
+        "webhook-list-omits-newest",
+        "CONSOLE-HOOK-02",
+        "GET /api/webhooks leaves out the newest webhook",
+    ),
+    Fault("webhook-secret-listed", "HOOK-SECRET-02", "GET /api/webhooks shows each secret"),
+    Fault(
+        "webhook-secret-unprefixed",
+        "HOOK-SECRET-01",
+        "registered webhooks get a secret without the whsec_ prefix",
+    ),
+    Fault(
+        "webhook-test-sends-nothing",
+        "CONSOLE-HOOK-03",
+        "POST /api/webhooks/{id}/test answers success without sending",
+    ),
     # --- webhooks (engineer WEBHOOKS) ---
     Fault(
         "accepts-private-callback",

@@ -415,6 +415,8 @@ class WebhookService:
         events = parse_events(body.get("events"), where="events") or DEFAULT_EVENTS
         webhook_id = f"wh_{secrets.token_hex(12)}"
         secret = f"whsec_{secrets.token_urlsafe(32)}"
+        if self.faults.on("webhook-secret-unprefixed"):
+            secret = secrets.token_urlsafe(32)
         created_at = _now_iso()
         with self.store.transaction() as conn:
             conn.execute(
@@ -422,18 +424,21 @@ class WebhookService:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (webhook_id, account_id, target.url, events_json(events), secret, created_at),
             )
-        return {
+        created = {
             "id": webhook_id,
             "url": target.url,
             "events": list(events),
             "secret": secret,
             "created_at": created_at,
         }
+        if self.faults.on("webhook-created-without-secret"):
+            del created["secret"]
+        return created
 
     def list_webhooks(self, account_id: str) -> dict[str, Any]:
         """The account's live registered webhooks, oldest first, never with a secret."""
         rows = self.store.read(
-            "SELECT id, url, events, created_at FROM webhooks"
+            "SELECT id, url, events, secret, created_at FROM webhooks"
             " WHERE account_id = ? AND deleted_at IS NULL ORDER BY created_at, rowid",
             (account_id,),
         )
@@ -446,6 +451,11 @@ class WebhookService:
             }
             for row in rows
         ]
+        if self.faults.on("webhook-secret-listed"):
+            for row, listed in zip(rows, webhooks, strict=True):
+                listed["secret"] = row["secret"]
+        if self.faults.on("webhook-list-omits-newest"):
+            webhooks = webhooks[:-1]
         return {"webhooks": webhooks, "total": len(webhooks)}
 
     def delete_webhook(self, account_id: str, webhook_id: str) -> None:
@@ -454,6 +464,8 @@ class WebhookService:
         with self.store.transaction() as conn:
             if registered_webhook_row(conn, webhook_id, account_id) is None:
                 raise ApiError(404, "no registered webhook with this id in this account")
+            if self.faults.on("webhook-delete-ignored"):
+                return
             conn.execute("UPDATE webhooks SET deleted_at = ? WHERE id = ?", (now, webhook_id))
             conn.execute(
                 "UPDATE webhook_deliveries SET outcome = 'failed', next_attempt_at = NULL,"
@@ -475,6 +487,8 @@ class WebhookService:
         if not rows:
             raise ApiError(404, "no registered webhook with this id in this account")
         webhook = rows[0]
+        if self.faults.on("webhook-test-sends-nothing"):
+            return {"outcome": "delivered", "status_code": 200}
         target = await self._validated(webhook["url"], where="the registered webhook's url")
         event_id = envelopes.new_event_id()
         generation_id = f"gen_test_{secrets.token_hex(8)}"
