@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import genapi_spec
 
@@ -21,6 +21,9 @@ from .client import ApiClient, Recorder
 from .profile import Profile
 from .receiver import Endpoint, Receiver
 from .secrets import Redactor
+
+if TYPE_CHECKING:
+    from .events import RegisteredWebhook
 
 __all__ = [
     "SUBMIT_PROMPT",
@@ -138,7 +141,7 @@ class OperationPaths:
         self.delivery_timeout = delivery_timeout
         self._generation_id: str | None = None
         self._delivery_id: str | None = None
-        self._webhook_id: str | None = None
+        self._webhook: RegisteredWebhook | None = None
 
     def _submit(self) -> None:
         response = self.client.request(
@@ -172,23 +175,14 @@ class OperationPaths:
 
     @property
     def webhook_id(self) -> str:
-        if self._webhook_id is None:
+        if self._webhook is None:
             if not self.client.profile.sessions:
                 return self.UNKNOWN_WEBHOOK_ID
-            response = self.client.request(
-                "POST",
-                "/api/webhooks",
-                role="none",
-                session="primary",
-                json={"url": self.endpoint.url},
-            )
-            if response.status_code not in (200, 201):
-                raise SetupFailed(
-                    f"setup: POST /api/webhooks with the primary session answered "
-                    f"{response.status_code}: {response.text[:200]!r}"
-                )
-            self._webhook_id = str(response.json()["id"])
-        return self._webhook_id
+            # Imported here: conformance.events builds on this module.
+            from .events import register_webhook
+
+            self._webhook = register_webhook(self.client, self.endpoint.url)
+        return self._webhook.id
 
     def path(self, operation: Operation) -> str:
         """The operation's path with real ids of the primary account filled in."""
@@ -203,17 +197,13 @@ class OperationPaths:
         raise KeyError(f"no resource for the path parameters of {operation.path}")
 
     def close(self) -> None:
-        """Delete the registered webhook this created (best effort is not enough: a
-        failure is raised, since a leftover webhook would receive later test events)."""
-        if self._webhook_id is not None:
-            response = self.client.request(
-                "DELETE", f"/api/webhooks/{self._webhook_id}", role="none", session="primary"
-            )
-            self._webhook_id = None
-            if response.status_code not in (200, 204, 404):
-                raise SetupFailed(
-                    f"teardown: DELETE /api/webhooks/... answered {response.status_code}"
-                )
+        """Delete the registered webhook this created (a leftover webhook would receive
+        later events; a failure to delete is raised)."""
+        if self._webhook is not None:
+            from .events import delete_webhook
+
+            webhook, self._webhook = self._webhook, None
+            delete_webhook(self.client, webhook)
 
 
 class SetupFailed(RuntimeError):

@@ -26,6 +26,7 @@ from conformance.asserts import (
     describe,
 )
 from conformance.client import ApiClient
+from conformance.events import delete_webhook, register_webhook
 from conformance.operations import Operation, operations
 from conformance.profile import Profile
 from conformance.receiver import Endpoint
@@ -77,14 +78,9 @@ def webhook(api: ApiClient, endpoint: Endpoint, profile: Profile) -> Iterator[st
     if "primary" not in profile.sessions:
         yield "wh_conformance_unknown"
         return
-    response = api.request(
-        "POST", "/api/webhooks", role="none", session="primary", json={"url": endpoint.url}
-    )
-    if response.status_code not in (200, 201):
-        pytest.fail(f"setup: POST /api/webhooks with the primary session: {describe(response)}")
-    webhook_id = str(response.json()["id"])
-    yield webhook_id
-    api.request("DELETE", f"/api/webhooks/{webhook_id}", role="none", session="primary")
+    created = register_webhook(api, endpoint.url)
+    yield created.id
+    delete_webhook(api, created)
 
 
 def _body(op: Operation, endpoint: Endpoint) -> dict[str, object] | None:
