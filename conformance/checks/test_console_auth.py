@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from conformance.adapters import Adapter
 from conformance.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
@@ -261,3 +262,13 @@ def test_console_operation_with_session_is_served(
         )
     finally:
         _cleanup_created(api, response)
+
+
+@pytest.mark.console
+@pytest.mark.requirement("CONSOLE-LOGIN-01")
+def test_console_session_from_login_is_served(api: ApiClient, adapter: Adapter) -> None:
+    """A session token obtained through the adapter's login, sent as "Authorization:
+    Bearer <JWT>", is served on a console path."""
+    adapter.login("primary")  # skips without sessions.primary email and password
+    response = api.request("GET", "/api/tier", role="none", session="primary")
+    assert_not_refused_for_auth(response, "CONSOLE-LOGIN-01", "the session from the login")
