@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -75,6 +76,10 @@ class SendOptions:
     signed_body_override: bytes | None = None
     signing_secret_override: str | None = None
     mismatched_delivery_header: bool = False
+    #: Rewrites the method and headers of an attempt (the event faults, event_faults.py).
+    rewrite: Callable[[str, dict[str, str], DeliveryRequest], tuple[str, dict[str, str]]] | None = (
+        None
+    )
 
 
 def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, str]:
@@ -115,11 +120,14 @@ async def send_attempt(
     status = 0
     error: str | None = None
     try:
+        method, headers = "POST", build_headers(request, options)
+        if options.rewrite is not None:
+            method, headers = options.rewrite(method, headers, request)
         http_request = client.build_request(
-            "POST",
+            method,
             request.url,
             content=request.body,
-            headers=build_headers(request, options),
+            headers=headers,
             extensions={PINNED_ADDRESS_EXTENSION: request.address},
         )
         async with asyncio.timeout(timeout_s):
