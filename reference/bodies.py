@@ -69,6 +69,9 @@ async def read_json_object(request: Request) -> dict[str, Any]:
         ) from exc
     except RecursionError as exc:
         raise ApiError(400, "malformed JSON body: nested too deeply") from exc
+    except ValueError as exc:
+        # e.g. an integer literal beyond Python's int/str conversion limit (4300 digits).
+        raise ApiError(400, f"unacceptable JSON body: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError(400, f"the body must be a JSON object, not {type(body).__name__}")
     return body

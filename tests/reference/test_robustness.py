@@ -21,10 +21,12 @@ JSON = {"Content-Type": "application/json"}
         pytest.param(b"null", JSON, 400, id="null-body"),
         pytest.param(b"\xff\xfe{}", JSON, 400, id="not-utf8"),
         pytest.param(b"[" * 100_000, JSON, 400, id="deeply-nested"),
+        pytest.param(b'{"prompt": "x", "size": 1e999}', JSON, 400, id="infinite-number"),
         pytest.param(b'{"prompt": "x"}', {"Content-Type": "text/plain"}, 415, id="text-plain"),
         pytest.param(b'{"prompt": "x"}', {}, 415, id="no-content-type"),
         pytest.param(b'{"prompt": "x"', JSON, 400, id="truncated"),
         pytest.param(b'{"prompt": NaN}', JSON, 400, id="nan-prompt"),
+        pytest.param(b'{"prompt": "x", "n": ' + b"9" * 5000 + b"}", JSON, 400, id="huge-int"),
     ],
 )
 def test_bad_bodies_get_4xx_with_detail(
