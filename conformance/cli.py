@@ -357,7 +357,7 @@ def _summarise(
             f"see {report_dir / PYTEST_LOG}[/]"
         )
         return
-    table = Table(title=Text(f"Generation API conformance: {results['profile']['name']}"))
+    table = Table(title=Text(f"Conformance of {results['profile']['name']}"))
     table.add_column("verdict")
     table.add_column("requirements", justify="right")
     for verdict, count in results["counts"].items():
@@ -368,10 +368,9 @@ def _summarise(
         shown = listed[:15]
         for requirement in shown:
             line = Text(f"{verdict.upper():5} ", style=_STYLES[verdict])
-            # Ids, titles and reasons are plain text, never markup (a reason may hold "[").
-            line.append(f"{requirement['id']} {requirement['heading']}: {requirement['reason']}")
-            line.truncate(console.width * 2, overflow="ellipsis")
-            console.print(line)
+            # Ids and titles are plain text, never markup; the reasons are in the reports.
+            line.append(f"{requirement['id']:<20} {requirement['heading']}")
+            console.print(line, no_wrap=True, overflow="ellipsis")
         if len(listed) > len(shown):
             console.print(f"      … and {len(listed) - len(shown)} more {verdict}")
     verdict_line = (

@@ -1,75 +1,125 @@
-"""Tier endpoints (spec §2 tier record, §4 GET /v1/account/tier and console GET /api/tier)."""
+"""Tier endpoints (spec §2 tier record, §4 GET /v1/account/tier and console GET /api/tier).
+
+The model for a check module: each check sends its request by hand through ``api``,
+cites the requirement ids it proves, and says in its assertion message what was expected
+and what was seen. One check per field, so that one wrong field fails one requirement.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import httpx
 import pytest
 
-import genapi_spec
 from conformance.client import ApiClient
 
+TIER_PATH = "/v1/account/tier"
+FIELDS = (
+    "plan_code",
+    "requests_per_minute",
+    "requests_per_day",
+    "concurrent_limit",
+    "max_credits_per_day",
+    "allowed_model_types",
+)
+NUMERIC = FIELDS[1:5]
 
-def _schema_errors(body: object) -> list[str]:
-    validator = genapi_spec.validator("tier-record")
-    return [
-        f"{'/'.join(str(p) for p in error.absolute_path) or '(body)'}: {error.message}"
-        for error in validator.iter_errors(body)
-    ]
 
-
-def _json(response: httpx.Response) -> object:
+def _object(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object of a response (a check fails, with what was seen, if it is not one)."""
     try:
-        return response.json()
+        body = response.json()
     except ValueError:
         pytest.fail(
             f"expected a JSON body, saw {response.headers.get('content-type')!r}: "
             f"{response.text[:200]!r}"
         )
+    if not isinstance(body, dict):
+        pytest.fail(f"expected a JSON object, saw {body!r:.200}")
+    return body
 
 
-@pytest.mark.requirement(
-    "TIER-READ-01",
-    "TIER-FIELD-01",
-    "TIER-FIELD-02",
-    "TIER-FIELD-03",
-    "TIER-FIELD-04",
-    "TIER-FIELD-05",
-    "TIER-FIELD-06",
-)
-def test_tier_with_api_key_returns_tier_record(api: ApiClient) -> None:
-    """GET /v1/account/tier with an API key answers 2xx with a valid tier record."""
-    response = api.request("GET", "/v1/account/tier")
+def _tier(api: ApiClient) -> dict[str, Any]:
+    response = api.request("GET", TIER_PATH)
+    if not 200 <= response.status_code < 300:
+        pytest.fail(f"expected 2xx from GET {TIER_PATH}, saw {response.status_code}")
+    return _object(response)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@pytest.mark.requirement("TIER-READ-01")
+def test_tier_with_api_key_returns_2xx_with_all_fields(api: ApiClient) -> None:
+    """GET /v1/account/tier with an API key answers 2xx with all six tier record fields."""
+    response = api.request("GET", TIER_PATH)
     assert 200 <= response.status_code < 300, (
         f"TIER-READ-01: expected 2xx with the tier record, saw {response.status_code}"
     )
-    errors = _schema_errors(_json(response))
-    assert not errors, "TIER-FIELD-*: the tier record breaks the schema:\n" + "\n".join(errors)
+    missing = [name for name in FIELDS if name not in _object(response)]
+    assert not missing, f"TIER-READ-01: expected all of {list(FIELDS)}, missing {missing}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.requirement(f"TIER-FIELD-0{n}"), id=name)
+        for n, name in enumerate(NUMERIC, start=2)
+    ],
+)
+def test_tier_numeric_field_is_integer(api: ApiClient, name: str) -> None:
+    """Each numeric field of the tier record is a JSON integer."""
+    value = _tier(api).get(name)
+    assert _is_integer(value), f"expected {name} to be an integer, saw {value!r}"
+
+
+@pytest.mark.requirement("TIER-FIELD-01")
+def test_tier_plan_code_is_string(api: ApiClient) -> None:
+    """plan_code (the tier name) is a string."""
+    value = _tier(api).get("plan_code")
+    assert isinstance(value, str), f"TIER-FIELD-01: expected a string plan_code, saw {value!r}"
+
+
+@pytest.mark.requirement("TIER-FIELD-06")
+def test_tier_allowed_model_types_is_array_of_strings(api: ApiClient) -> None:
+    """allowed_model_types is an array of strings."""
+    value = _tier(api).get("allowed_model_types")
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value), (
+        f"TIER-FIELD-06: expected an array of strings, saw {value!r}"
+    )
 
 
 @pytest.mark.requirement("TIER-FIELD-07")
 def test_tier_allowed_model_types_are_known_categories(api: ApiClient) -> None:
     """Every allowed_model_types value is one of the categories the spec names."""
-    body = _json(api.request("GET", "/v1/account/tier"))
-    assert isinstance(body, dict), f"expected a JSON object, saw {body!r}"
-    seen = body.get("allowed_model_types")
+    seen = _tier(api).get("allowed_model_types")
     assert isinstance(seen, list), f"expected allowed_model_types to be a list, saw {seen!r}"
     unknown = sorted(str(v) for v in seen if v not in {"image", "video", "audio", "agent"})
     assert not unknown, f"TIER-FIELD-07: expected only image, video, audio, agent; saw {unknown}"
+
+
+@pytest.mark.requirement("TIER-FIELD-08")
+def test_tier_numeric_fields_are_positive(api: ApiClient) -> None:
+    """The limits of the tier record are positive (a limit of 0 would block everything)."""
+    tier = _tier(api)
+    not_positive = {
+        n: tier.get(n) for n in NUMERIC if not (_is_integer(tier.get(n)) and tier[n] > 0)
+    }
+    assert not not_positive, f"TIER-FIELD-08: expected positive integers, saw {not_positive}"
 
 
 @pytest.mark.console
 @pytest.mark.requirement("CONSOLE-TIER-01")
 def test_console_tier_with_session_matches_api_tier(api: ApiClient) -> None:
     """GET /api/tier with the primary session gives the same data as GET /v1/account/tier."""
-    by_key = api.request("GET", "/v1/account/tier")
+    by_key = _tier(api)
     by_session = api.request("GET", "/api/tier", role="none", session="primary")
-    assert by_key.status_code == 200, (
-        f"expected 200 from /v1/account/tier, saw {by_key.status_code}"
-    )
     assert by_session.status_code == 200, (
         f"CONSOLE-TIER-01: expected 200 from /api/tier with a session, saw {by_session.status_code}"
     )
-    assert _json(by_session) == _json(by_key), (
-        "CONSOLE-TIER-01: expected /api/tier to equal /v1/account/tier; "
-        f"saw {by_session.text[:500]!r} vs {by_key.text[:500]!r}"
+    assert _object(by_session) == by_key, (
+        f"CONSOLE-TIER-01: expected /api/tier to equal {TIER_PATH}; "
+        f"saw {by_session.text[:500]!r} vs {by_key!r:.500}"
     )

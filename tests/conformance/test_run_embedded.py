@@ -60,3 +60,4 @@ def test_run_embedded_reference_with_fault_fails_its_requirement(tmp_path: Path)
     assert _results(report_dir)["requirements"]
     verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
     assert verdicts["TIER-FIELD-02"] == "fail"
+    assert verdicts["TIER-READ-01"] == "pass", "one wrong field fails only its requirement"
