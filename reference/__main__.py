@@ -99,6 +99,11 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _warn_test_mode(config: Config) -> None:
+    if config.egress != "loopback":
+        sys.stderr.write(
+            f"WARNING: deliveries may connect beyond loopback (--egress {config.egress})\n"
+        )
+        log_event("warning", message="delivery egress beyond loopback", egress=config.egress)
     if not config.test_mode:
         return
     settings = {

@@ -57,8 +57,6 @@ class Config:
     master_secret: str = field(default="", repr=False)
     #: Largest request body accepted (bytes); larger bodies get 413.
     max_body_bytes: int = 1024 * 1024
-    #: Worker tasks that run generations.
-    workers: int = 4
 
     @property
     def test_mode(self) -> bool:
