@@ -12,7 +12,7 @@ idea.
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
 
 import httpx
 
@@ -22,6 +22,7 @@ __all__ = [
     "assert_refused",
     "assert_status",
     "assert_status_in",
+    "assert_webhook_list",
     "describe",
 ]
 
@@ -86,3 +87,22 @@ def assert_not_refused_for_auth(response: httpx.Response, requirement_id: str, w
         f"{requirement_id}: {_request_line(response)} with {why}: expected to be served "
         f"(not 401/403, not 5xx), saw {describe(response)}"
     )
+
+
+def assert_webhook_list(response: httpx.Response, requirement_id: str) -> list[dict[str, Any]]:
+    """GET /api/webhooks answered 200 with a list of webhooks; returns its items.
+
+    Console payloads are not shown (spec §4): a JSON array, or an object holding one under
+    ``webhooks`` or ``data`` (CONSOLE-PAYLOAD-01), is accepted.
+    """
+    assert_status(response, 200, requirement_id)
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        body = body.get("webhooks", body.get("data"))
+    assert isinstance(body, list), (
+        f"{requirement_id}: expected a list of webhooks, saw {describe(response)}"
+    )
+    return [item for item in body if isinstance(item, dict)]

@@ -24,6 +24,7 @@ from conformance.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
     assert_status_in,
+    assert_webhook_list,
     describe,
 )
 from conformance.client import ApiClient
@@ -92,15 +93,9 @@ def _body(op: Operation, endpoint: Endpoint) -> dict[str, object] | None:
 
 
 def _listed(api: ApiClient) -> list[dict[str, object]]:
-    """The primary account's registered webhooks, read with the session (a JSON array,
-    or an object holding one: the console payloads are not shown, CONSOLE-PAYLOAD-01)."""
+    """The primary account's registered webhooks, read with the session."""
     response = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert response.status_code == 200, f"setup: GET /api/webhooks: {describe(response)}"
-    body = response.json()
-    if isinstance(body, dict):
-        body = body.get("webhooks", body.get("data"))
-    assert isinstance(body, list), f"setup: GET /api/webhooks: no list in {describe(response)}"
-    return [item for item in body if isinstance(item, dict)]
+    return assert_webhook_list(response, "setup: GET /api/webhooks")
 
 
 def _path(request: pytest.FixtureRequest, op: Operation) -> str:

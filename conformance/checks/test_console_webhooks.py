@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.asserts import assert_status, assert_status_in, describe
+from conformance.asserts import assert_status, assert_status_in, assert_webhook_list, describe
 from conformance.client import ApiClient
 from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
 from conformance.operations import SUBMIT_PROMPT
@@ -46,18 +46,6 @@ def _created(response: httpx.Response, requirement_id: str) -> dict[str, object]
         f"{describe(response)}"
     )
     return body
-
-
-def _listed(response: httpx.Response, requirement_id: str) -> list[dict[str, object]]:
-    """The webhooks of a list response: a JSON array, or an object holding one."""
-    assert_status(response, 200, requirement_id)
-    body = response.json()
-    if isinstance(body, dict):
-        body = body.get("webhooks", body.get("data"))
-    assert isinstance(body, list), (
-        f"{requirement_id}: expected a list of webhooks, saw {describe(response)}"
-    )
-    return [item for item in body if isinstance(item, dict)]
 
 
 @pytest.fixture
@@ -102,7 +90,7 @@ def test_webhook_list_with_session_includes_new_webhook(
 ) -> None:
     """GET /api/webhooks with a session lists a webhook just created."""
     response = api.request("GET", "/api/webhooks", role="none", session="primary")
-    ids = [str(item.get("id")) for item in _listed(response, "CONSOLE-HOOK-02")]
+    ids = [str(item.get("id")) for item in assert_webhook_list(response, "CONSOLE-HOOK-02")]
     assert webhook.id in ids, (
         f"CONSOLE-HOOK-02: expected the new webhook {webhook.id} in the list; saw {ids}"
     )
@@ -163,7 +151,7 @@ def test_webhook_delete_with_session_removes_it_from_the_list(
             f"CONSOLE-HOOK-05: expected 2xx from the delete, saw {describe(response)}"
         )
         listing = api.request("GET", "/api/webhooks", role="none", session="primary")
-        ids = [str(item.get("id")) for item in _listed(listing, "CONSOLE-HOOK-05")]
+        ids = [str(item.get("id")) for item in assert_webhook_list(listing, "CONSOLE-HOOK-05")]
         assert created.id not in ids, (
             f"CONSOLE-HOOK-05: expected the deleted webhook {created.id} gone from the list"
         )
@@ -190,7 +178,7 @@ def test_other_account_session_cannot_see_test_or_delete_a_webhook(
 ) -> None:
     """The second account's session neither lists, tests nor deletes the primary's webhook."""
     listing = api.request("GET", "/api/webhooks", role="none", session="second")
-    ids = [str(item.get("id")) for item in _listed(listing, "CONSOLE-HOOK-07")]
+    ids = [str(item.get("id")) for item in assert_webhook_list(listing, "CONSOLE-HOOK-07")]
     tested = api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="second")
     deleted = api.request("DELETE", f"/api/webhooks/{webhook.id}", role="none", session="second")
     seen = {"listed": webhook.id in ids, "test": tested.status_code, "delete": deleted.status_code}
@@ -199,9 +187,9 @@ def test_other_account_session_cannot_see_test_or_delete_a_webhook(
     )
     assert not endpoint.deliveries, "CONSOLE-HOOK-07: the foreign test request sent a delivery"
     still = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert webhook.id in [str(i.get("id")) for i in _listed(still, "CONSOLE-HOOK-07")], (
-        "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
-    )
+    assert webhook.id in [
+        str(i.get("id")) for i in assert_webhook_list(still, "CONSOLE-HOOK-07")
+    ], "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
 
 
 @pytest.mark.requirement("CONSOLE-PAYLOAD-01")
@@ -213,7 +201,7 @@ def test_console_webhook_payloads_are_json_with_id_and_url(
     assert "json" in response.headers.get("content-type", ""), (
         f"CONSOLE-PAYLOAD-01: expected a JSON list, saw {response.headers.get('content-type')!r}"
     )
-    items = _listed(response, "CONSOLE-PAYLOAD-01")
+    items = assert_webhook_list(response, "CONSOLE-PAYLOAD-01")
     mine = [item for item in items if item.get("id") == webhook.id]
     assert mine and mine[0].get("url") == endpoint.url, (
         f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} and url {endpoint.url}; "

@@ -10,6 +10,7 @@ from conformance.asserts import (
     assert_refused,
     assert_status,
     assert_status_in,
+    assert_webhook_list,
     describe,
 )
 
@@ -65,3 +66,25 @@ def test_assert_not_refused_for_auth_accepts_what_is_not_about_credentials(statu
 def test_assert_not_refused_for_auth_rejects_auth_refusals_and_server_errors(status: int) -> None:
     with pytest.raises(AssertionError, match=f"AUTH-BEARER-01: .* saw {status}"):
         assert_not_refused_for_auth(response(status), "AUTH-BEARER-01", "the primary key")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '[{"id": "wh_1", "url": "http://h/"}]',
+        '{"webhooks": [{"id": "wh_1", "url": "http://h/"}], "total": 1}',
+        '{"data": [{"id": "wh_1", "url": "http://h/"}]}',
+    ],
+    ids=["array", "webhooks-object", "data-object"],
+)
+def test_assert_webhook_list_accepts_an_array_or_an_object_holding_one(body: str) -> None:
+    items = assert_webhook_list(response(200, body, path="/api/webhooks"), "CONSOLE-HOOK-02")
+    assert items == [{"id": "wh_1", "url": "http://h/"}]
+
+
+@pytest.mark.parametrize(
+    ("status", "body"), [(200, '{"total": 0}'), (200, "not json"), (401, "[]")]
+)
+def test_assert_webhook_list_rejects_what_is_not_a_list(status: int, body: str) -> None:
+    with pytest.raises(AssertionError, match="CONSOLE-HOOK-02"):
+        assert_webhook_list(response(status, body, path="/api/webhooks"), "CONSOLE-HOOK-02")
