@@ -49,7 +49,7 @@ def test_minute_limit_gives_429_with_headers(reference_factory: ReferenceFactory
 
 
 def test_concurrency_limit_gives_429(reference_factory: ReferenceFactory) -> None:
-    service = reference_factory(args=["--latency-ms", "1500"])
+    service = reference_factory(args=["--latency-ms", "3000"])
     client = service.client()
     key = service.key("low-limit")
     accepted = [
@@ -61,7 +61,7 @@ def test_concurrency_limit_gives_429(reference_factory: ReferenceFactory) -> Non
     assert_rate_limited(refused, limit=LOW.requests_per_minute)
     assert "concurrency" in refused.json()["detail"]
     for response in accepted:
-        wait_for_status(client, key, response.json()["id"], interval_s=0.5)
+        wait_for_status(client, key, response.json()["id"], interval_s=1.0)
     again = client.post("/v1/images/generate", headers=bearer(key), json={"prompt": "after"})
     assert again.status_code == 202
 
