@@ -37,7 +37,15 @@ from conformance.launcher import EmbeddedReference, LaunchError
 from conformance.profile import ProfileError, load_profile, write_template
 from conformance.reports import JSON_NAME, redact_tree
 
-__all__ = ["EXIT_FAILED", "EXIT_HARNESS", "EXIT_OK", "EXIT_USAGE", "exit_code", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_HARNESS",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "exit_code",
+    "main",
+    "pytest_args",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1

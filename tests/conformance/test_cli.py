@@ -212,3 +212,17 @@ def test_run_against_profile_broken_target_exits_1_and_names_failures(
     results = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
     verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
     assert verdicts == {"TIER-READ-01": "pass", "TIER-FIELD-02": "fail"}
+
+
+def test_cli_public_surface() -> None:
+    from conformance import cli
+
+    assert cli.__all__ == [
+        "EXIT_FAILED",
+        "EXIT_HARNESS",
+        "EXIT_OK",
+        "EXIT_USAGE",
+        "exit_code",
+        "main",
+        "pytest_args",
+    ]

@@ -92,3 +92,9 @@ def test_launcher_default_command_is_the_reference_module(tmp_path: Path) -> Non
     argv = EmbeddedReference(faults=["x"]).argv(tmp_path)
     assert argv[:4] == [sys.executable, "-m", "reference", "serve"]
     assert argv[-2:] == ["--fault", "x"]
+
+
+def test_launcher_public_surface() -> None:
+    from conformance import launcher
+
+    assert launcher.__all__ == ["EmbeddedReference", "LaunchError"]

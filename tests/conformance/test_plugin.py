@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance import plugin
 from conformance.catalog import Level, Need, load_catalog
 
 pytest_plugins = ["pytester"]
@@ -143,6 +144,11 @@ import pytest
 @pytest.mark.requirement("{MUST[7]}")
 def test_more():
     pass
+
+@pytest.mark.requirement("{MUST[8]}")
+def test_worker_dies():
+    import os
+    os._exit(3)
 '''
     )
     report_dir = checks.path / "out"
@@ -161,6 +167,9 @@ def test_more():
     verdicts = _verdicts(report_dir)
     assert {k: verdicts[k] for k in EXPECTED} == EXPECTED
     assert verdicts[MUST[7]] == "pass"
+    died = {r["id"]: r for r in _results(report_dir)["requirements"]}[MUST[8]]
+    assert died["verdict"] == "error", "a check that kills its worker is a harness error"
+    assert "the process running this check died" in died["reason"]
     junit = (report_dir / "junit.xml").read_text(encoding="utf-8")
     assert f'<property name="requirement" value="{MUST[1]}"' in junit
     assert list((report_dir / "allure-results").glob("*-result.json")), "workers wrote Allure"
@@ -424,3 +433,15 @@ def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
     result = checks.runpytest("--profile", str(profile))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*profile*is not usable*"])
+
+
+def test_plugin_public_surface() -> None:
+    assert plugin.__all__ == [
+        "CHECK_RESULT_KEY",
+        "NEEDS_MARKERS",
+        "REQUIREMENTS_KEY",
+        "RUN_KEY",
+        "RunState",
+        "profile_path",
+    ]
+    assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}

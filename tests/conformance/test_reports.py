@@ -161,3 +161,17 @@ def test_redact_tree_masks_secrets_in_every_file(tmp_path: Path) -> None:
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(encoding="utf-8")
+
+
+def test_reports_public_surface() -> None:
+    from conformance import reports
+
+    assert reports.__all__ == [
+        "HTML_NAME",
+        "JSON_NAME",
+        "RunInfo",
+        "redact_tree",
+        "render_html",
+        "results_document",
+        "write_reports",
+    ]

@@ -180,3 +180,22 @@ def test_trim_exchanges_keeps_first_and_last() -> None:
     assert len(kept) == MAX_EXCHANGES and omitted == 25
     assert kept[0] is exchanges[0] and kept[-1] is exchanges[-1]
     assert trim_exchanges(exchanges[:3]) == (tuple(exchanges[:3]), 0)
+
+
+def test_verdicts_public_surface() -> None:
+    from conformance import verdicts
+
+    assert verdicts.__all__ == [
+        "MAX_EXCHANGES",
+        "SEVERITY",
+        "CheckResult",
+        "Outcome",
+        "RequirementVerdict",
+        "RunVerdicts",
+        "Verdict",
+        "aggregate",
+        "check_verdict",
+        "exchange_from_dict",
+        "judge",
+        "trim_exchanges",
+    ]
