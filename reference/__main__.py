@@ -178,6 +178,9 @@ def serve(args: argparse.Namespace) -> int:
     )
     try:
         asyncio.run(_serve(server, sock, url))
+    except KeyboardInterrupt:
+        # uvicorn re-raises SIGINT after its graceful shutdown: already handled.
+        return 130
     finally:
         store.close()
         sock.close()
