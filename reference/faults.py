@@ -351,6 +351,21 @@ _REGISTRY: tuple[Fault, ...] = (
         "TARGET-ORDER-02",
         "callback_url wins over webhook.url (webhook.id still first)",
     ),
+    Fault(
+        "redeliver-refusal-recorded",
+        "REDLV-REBIND-03",
+        "a redeliver refused for a now-private target records a failed attempt",
+    ),
+    Fault(
+        "redeliver-refusal-sends-to-pinned",
+        "REDLV-REBIND-02",
+        "a redeliver refused for a now-private target still posts to the submit-time address",
+    ),
+    Fault(
+        "redeliver-sends-before-checking",
+        "REDLV-VALIDATE-01",
+        "redeliver posts to where the target resolves now, then validates (and answers 400)",
+    ),
     Fault("registered-webhook-ignored", "TARGET-BIND-01", "webhook.id binds no target"),
     Fault("unknown-webhook-id-400", "TARGET-ID-01", "an unknown webhook id is answered 400"),
     Fault("webhook-url-ignored", "TARGET-BIND-02", "webhook.url binds no target"),

@@ -604,6 +604,8 @@ class WebhookService:
             try:
                 target = await self.policy.validate(row.target_url)
             except CallbackRejected as rejected:
+                if url_faults.active(self.faults):
+                    await url_faults.on_refused_redeliver(self, row, str(rejected))
                 raise ApiError(
                     400,
                     f"the recorded target no longer passes validation ({rejected}); "

@@ -11,6 +11,7 @@ set intersection and nothing else here runs.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from reference.faults import Faults
 from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, ValidatedTarget
 from reference.netguard.urls import parse_ipv4_host
 
-__all__ = ["NAMES", "active", "order", "validate"]
+from .envelopes import timestamp_now
+
+__all__ = ["NAMES", "active", "on_refused_redeliver", "order", "validate"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,16 @@ _ORDER_FAULTS: Final = MappingProxyType(
     }
 )
 
+#: Redeliver to a target that now fails validation (spec §3): what a fault does anyway
+#: before the 400.
+_REDELIVER_FAULTS: Final = MappingProxyType(
+    {
+        "redeliver-sends-before-checking": "send to the new address",
+        "redeliver-refusal-sends-to-pinned": "send to the address pinned at submit",
+        "redeliver-refusal-recorded": "record a failed attempt",
+    }
+)
+
 #: Every fault name this module implements (``unknown-webhook-id-400``,
 #: ``foreign-webhook-id-accepted`` and ``inline-mode-mislabelled`` are asked for in
 #: service.py; ``bad-target-422`` here).
@@ -130,6 +143,7 @@ NAMES: Final = (
     | frozenset(_ORDER_FAULTS)
     | {"bad-target-422", "unknown-webhook-id-400", "foreign-webhook-id-accepted"}
     | {"inline-mode-mislabelled"}
+    | frozenset(_REDELIVER_FAULTS)
 )
 
 
@@ -214,3 +228,29 @@ async def validate(
         if why is not None:
             raise ApiError(400, f"{where} is not an allowed callback target: {why}")
     return target
+
+
+async def on_refused_redeliver(service: Any, row: Any, reason: str) -> None:
+    """What the redeliver faults do before the 400 of a target that now fails (spec §3).
+
+    ``service`` is the WebhookService, ``row`` the DeliveryRow (typed loosely: this
+    module is imported by the service).
+    """
+    on = service.faults.enabled
+    address: str | None = None
+    if "redeliver-sends-before-checking" in on:
+        address = (await _unchecked(service.policy, row.target_url, "target")).address
+    elif "redeliver-refusal-sends-to-pinned" in on:
+        address = row.address
+    if address is not None:
+        generation_id = row.generation_id or "unknown"
+        await service._manual_attempt(
+            row, address=address, generation_id=generation_id, trigger="redeliver"
+        )
+    elif "redeliver-refusal-recorded" in on:
+        from .sender import AttemptResult  # the service imports this module first
+
+        refused = AttemptResult(
+            n=row.attempt_count + 1, at=timestamp_now(), status=0, ms=0, error=f"refused: {reason}"
+        )
+        await asyncio.to_thread(service._record_manual, row.id, refused, "redeliver", "failed")
