@@ -7,7 +7,7 @@ spent), then in one transaction check the concurrency limit and the daily credit
 spend the credits, insert the generation and its binding.
 
 The queue is the ``generations`` table itself: a restart (even after kill -9) reloads
-every ``queued`` or ``running`` row and runs it (again). The transaction that moves a
+every ``queued`` row and runs it (again). The transaction that moves a
 generation to completed, failed or cancelled also stores its output file (table
 ``outputs``, served at ``GET /outputs/{name}``), refunds credits where due and lets the
 webhooks part enqueue its events, so an event is never lost, nor sent for a state or an
@@ -58,6 +58,8 @@ FAIL_MARK = "[sandbox:fail]"
 CANCEL_MARK = "[sandbox:cancel]"
 #: Longest prompt accepted (spec §8: not shown; an interpretation).
 MAX_PROMPT_CHARS = 32_000
+#: Generation states: queued, then completed, failed or cancelled. ("running" was a state
+#: of earlier stores; start() turns any such row back into queued.)
 _IN_FLIGHT = ("queued", "running")
 _BATCH = 64  # per worker step: bounds how long one step holds the event loop
 
@@ -409,17 +411,14 @@ class GenerationService:
                 pass
 
     def _process(self, generation_ids: Sequence[str]) -> None:
+        # Only this worker moves a generation out of 'queued', so a plain read is enough;
+        # the work and its result then land in one transaction (a crash in between leaves
+        # the generation queued, and the next start runs it again).
         marks = ",".join("?" for _ in generation_ids)
-        with self.store.transaction() as conn:
-            rows = conn.execute(
-                f"SELECT * FROM generations WHERE id IN ({marks}) AND status = 'queued'",  # noqa: S608
-                list(generation_ids),
-            ).fetchall()
-            stamp = now_iso()
-            conn.executemany(
-                "UPDATE generations SET status = 'running', updated_at = ? WHERE id = ?",
-                [(stamp, row["id"]) for row in rows],
-            )
+        rows = self.store.read(
+            f"SELECT * FROM generations WHERE id IN ({marks}) AND status = 'queued'",  # noqa: S608
+            list(generation_ids),
+        )
         outcomes = [self._run_one(row) for row in rows]
         notify = False
         with self.store.transaction() as conn:

@@ -30,7 +30,7 @@ def test_kill_9_then_restart_loses_no_generation(
     with sqlite3.connect(first.db_path) as db:
         statuses = dict(db.execute("SELECT status, COUNT(*) FROM generations GROUP BY status"))
     assert sum(statuses.values()) == len(ids)  # every accepted submit was durable
-    assert statuses.get("queued", 0) + statuses.get("running", 0) > 0, statuses
+    assert statuses.get("queued", 0) > 0, statuses  # the crash cut work short
     second = reference_factory(directory=state, provision=False)
     client = second.client()
     for generation_id in ids:
