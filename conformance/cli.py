@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,7 +34,7 @@ from rich.text import Text
 
 from conformance.launcher import EmbeddedReference, LaunchError
 from conformance.profile import ProfileError, load_profile, write_template
-from conformance.reports import JSON_NAME, redact_tree
+from conformance.reports import JSON_NAME, new_report_dir, redact_tree
 
 __all__ = [
     "EXIT_FAILED",
@@ -163,15 +162,6 @@ def init_profile(path: Path, *, force: bool = False) -> int:
     return EXIT_OK
 
 
-def _new_report_dir() -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = Path("reports") / stamp
-    candidate, n = base, 1
-    while candidate.exists() and n < 1000:
-        candidate, n = base.with_name(f"{stamp}-{n}"), n + 1
-    return candidate.resolve()
-
-
 def run(options: argparse.Namespace) -> int:
     """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
     err = Console(stderr=True, highlight=False)
@@ -187,7 +177,7 @@ def run(options: argparse.Namespace) -> int:
             "(run without --profile)"
         )
         return EXIT_USAGE
-    report_dir = (options.report_dir or _new_report_dir()).resolve()
+    report_dir = (options.report_dir or new_report_dir()).resolve()
     if profile_arg is not None:
         try:
             load_profile(profile_arg)

@@ -41,7 +41,7 @@ import genapi_spec
 from conformance.catalog import Catalog, Level, Requirement, load_catalog
 from conformance.client import EXCHANGES_KEY, Exchange
 from conformance.profile import CapabilityMissing, Profile, ProfileError, load_profile
-from conformance.reports import RunInfo, redact_tree, write_reports
+from conformance.reports import RunInfo, new_report_dir, redact_tree, write_reports
 from conformance.secrets import Redactor
 from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge, trim_exchanges
 
@@ -187,15 +187,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _new_report_dir() -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    base = Path("reports") / stamp
-    candidate, n = base, 1
-    while candidate.exists() and n < 1000:
-        candidate, n = base.with_name(f"{stamp}-{n}"), n + 1
-    return candidate.resolve()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -223,7 +214,7 @@ def pytest_configure(config: pytest.Config) -> None:
     elif explicit_dir:
         report_dir = Path(explicit_dir).resolve()
     else:
-        report_dir = _new_report_dir()
+        report_dir = new_report_dir()
     state = RunState(
         report_dir=report_dir,
         explicit=bool(explicit_dir) or profile is not None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from conformance.reports.html_report import render_html
@@ -28,6 +28,7 @@ __all__ = [
     "HTML_NAME",
     "JSON_NAME",
     "RunInfo",
+    "new_report_dir",
     "redact_tree",
     "render_html",
     "results_document",
@@ -50,6 +51,15 @@ class RunInfo:
     base_url: str | None
     started_at: datetime
     finished_at: datetime
+
+
+def new_report_dir(base: Path = Path("reports")) -> Path:
+    """A fresh folder path ``<base>/<UTC timestamp>`` (suffixed if taken), not created."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    candidate, n = base / stamp, 1
+    while candidate.exists() and n < 1000:
+        candidate, n = base / f"{stamp}-{n}", n + 1
+    return candidate.resolve()
 
 
 def write_reports(directory: Path, info: RunInfo, verdicts: RunVerdicts) -> list[Path]:

@@ -9,7 +9,14 @@ from pathlib import Path
 
 from conformance.catalog import Level, Need, Requirement
 from conformance.client import Exchange
-from conformance.reports import RunInfo, redact_tree, render_html, results_document, write_reports
+from conformance.reports import (
+    RunInfo,
+    new_report_dir,
+    redact_tree,
+    render_html,
+    results_document,
+    write_reports,
+)
 from conformance.secrets import Redactor
 from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge
 
@@ -170,8 +177,18 @@ def test_reports_public_surface() -> None:
         "HTML_NAME",
         "JSON_NAME",
         "RunInfo",
+        "new_report_dir",
         "redact_tree",
         "render_html",
         "results_document",
         "write_reports",
     ]
+
+
+def test_new_report_dir_is_a_fresh_timestamped_path(tmp_path: Path) -> None:
+    first = new_report_dir(tmp_path)
+    assert re.fullmatch(r"\d{8}T\d{6}Z", first.name)
+    assert not first.exists()
+    first.mkdir()
+    second = new_report_dir(tmp_path)
+    assert second != first and not second.exists()
