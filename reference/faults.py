@@ -347,6 +347,11 @@ _REGISTRY: tuple[Fault, ...] = (
         'GET /v1/generations/{id} shows an inline binding with mode "callback"',
     ),
     Fault(
+        "losing-callback-unchecked",
+        "TARGET-ORDER-05",
+        "a callback_url that loses to webhook.id or webhook.url is not validated",
+    ),
+    Fault(
         "precedence-callback-over-url",
         "TARGET-ORDER-02",
         "callback_url wins over webhook.url (webhook.id still first)",
@@ -373,6 +378,128 @@ _REGISTRY: tuple[Fault, ...] = (
         "webhook-url-unchecked",
         "TARGET-BIND-03",
         "webhook.url is not held to the callback URL rules (callback_url still is)",
+    ),
+    # --- events and deliveries (engineer CHECKS-EVENTS; webhooks/event_faults.py) ---
+    Fault("api-version-not-string", "EVT-ENV-04", "the envelope's api_version is an integer"),
+    Fault(
+        "api-version-varies",
+        "VER-ENV-03",
+        "generation.failed envelopes carry another api_version",
+    ),
+    Fault("api-version-wrong", "VER-ENV-02", "the envelope's api_version is 2025-01-01"),
+    Fault("attempt-header-constant", "DLV-HDR-05", "every attempt carries X-Service-Attempt: 1"),
+    Fault("attempt-header-from-zero", "DLV-HDR-04", "X-Service-Attempt counts from 0"),
+    Fault(
+        "body-not-json-object",
+        "DLV-BODY-01",
+        "the delivery body is a JSON array holding the envelope",
+    ),
+    Fault(
+        "callback-body-without-webhook-id",
+        "TARGET-FLAT-01",
+        "callback_url bodies lack the envelope's webhook_id",
+    ),
+    Fault(
+        "cancelled-never-sent",
+        "EVT-CANCEL-02",
+        "generation.cancelled is never sent, even when subscribed",
+    ),
+    Fault(
+        "completed-not-sent-by-default",
+        "EVT-DEFAULT-01",
+        "without an events field, generation.completed is not sent",
+    ),
+    Fault("content-type-text-plain", "DLV-HDR-01", "deliveries carry Content-Type: text/plain"),
+    Fault("credits-used-not-integer", "EVT-DATA-09", "data.credits_used is a string"),
+    Fault("data-generation-id-wrong", "EVT-DATA-01", "data.generation_id is not the submit's id"),
+    Fault("data-model-not-string", "EVT-DATA-04", "data.model is null"),
+    Fault("data-not-object", "EVT-ENV-07", "the envelope's data is a string"),
+    Fault(
+        "data-status-wrong",
+        "EVT-DATA-02",
+        "a successful generation's data.status is 'succeeded'",
+    ),
+    Fault("data-type-wrong", "EVT-DATA-03", "data.type is 'image' for every generation, video too"),
+    Fault("delivery-method-put", "DLV-METHOD-01", "deliveries are sent with PUT"),
+    Fault(
+        "error-message-empty-on-failure",
+        "EVT-DATA-08",
+        "a failed generation's data.error_message is empty",
+    ),
+    Fault(
+        "error-message-on-success",
+        "EVT-DATA-07",
+        "a successful generation's data.error_message is set",
+    ),
+    Fault("event-field-wrong", "EVT-ENV-02", "the envelope's event drops the generation. prefix"),
+    Fault(
+        "event-header-mismatch",
+        "DLV-HDR-02",
+        "X-Service-Event is generation.completed whatever the event",
+    ),
+    Fault("event-id-not-evt-hex", "EVT-ENV-01", "event ids have the form event-<hex>"),
+    Fault(
+        "failed-not-sent-by-default",
+        "EVT-DEFAULT-02",
+        "without an events field, generation.failed is not sent",
+    ),
+    Fault(
+        "generation-header-mismatch",
+        "DLV-HDR-06",
+        "X-Service-Generation is not the generation id",
+    ),
+    Fault("image-events-not-sent", "EVT-APPLY-02", "image generations send no events"),
+    Fault(
+        "inline-body-flattened",
+        "TARGET-INLINE-01",
+        "webhook.url bodies have the data fields copied to the top",
+    ),
+    Fault(
+        "key-detail-signing-secret-wrong",
+        "SIG-KEY-04",
+        "the key detail view shows a secret that signs nothing",
+    ),
+    Fault(
+        "output-url-missing-in-callback-data",
+        "TARGET-OUTPUT-01",
+        "callback_url bodies lack data.output_url",
+    ),
+    Fault(
+        "output-url-null-on-success",
+        "EVT-DATA-05",
+        "a successful generation's data.output_url is null",
+    ),
+    Fault(
+        "per-key-secret-rotates",
+        "SIG-KEY-02",
+        "a key's later deliveries are signed with another secret",
+    ),
+    Fault(
+        "per-key-secret-shared",
+        "SIG-KEY-03",
+        "every key signs with the per-key secret of its account's first key",
+    ),
+    Fault(
+        "registered-signed-with-key-secret",
+        "SIG-HOOK-01",
+        "registered-webhook deliveries are signed with the per-key secret",
+    ),
+    Fault(
+        "retries-signed-wrongly",
+        "SIG-HMAC-02",
+        "retries carry a signature that does not verify",
+    ),
+    Fault("signature-header-reordered", "DLV-HDR-07", "X-Service-Signature is v1=<hex>,t=<unix>"),
+    Fault(
+        "signature-hmac-sha512",
+        "SIG-HMAC-01",
+        "v1 is HMAC-SHA512 cut to 64 hex digits, not HMAC-SHA256",
+    ),
+    Fault("video-events-not-sent", "EVT-APPLY-01", "video generations send no events"),
+    Fault(
+        "webhook-id-null-registered",
+        "EVT-ENV-06",
+        "webhook.id deliveries carry webhook_id null",
     ),
 )
 

@@ -228,6 +228,15 @@ def test_target_webhook_id_url_and_callback_delivers_to_registered(
         ) from None
 
 
+@pytest.mark.requirement("TARGET-ORDER-05")
+def test_target_invalid_losing_callback_url_answered_400(
+    api: ApiClient, endpoint: Endpoint
+) -> None:
+    """A valid webhook.url beside an invalid callback_url (the loser) is still refused with 400."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}, "callback_url": BAD_CALLBACK}
+    assert_status(api.request("POST", SUBMIT, json=body), 400, "TARGET-ORDER-05")
+
+
 # -- rule 3: bad or foreign webhook id ---------------------------------------------------
 
 

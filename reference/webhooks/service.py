@@ -58,7 +58,7 @@ from reference.netguard import (
 )
 from reference.store import Store
 
-from . import envelopes, url_faults
+from . import envelopes, event_faults, url_faults
 from .dispatcher import DeliveryPolicy, Dispatcher
 from .envelopes import DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
@@ -118,7 +118,7 @@ class WebhookService:
         self._manual: set[str] = set()
         self.delivery_policy = self._delivery_policy()
         self.dispatcher = Dispatcher(
-            store, self.delivery_policy, self.secret_for, self.options_for, self.client
+            store, self.delivery_policy, self._signing_secret, self.options_for, self.client
         )
 
     # --- settings, faults ---------------------------------------------------------------
@@ -153,6 +153,19 @@ class WebhookService:
             mismatched_delivery_header=self.faults.on("delivery-header-mismatch"),
             signed_body_override=signed_override,
             signing_secret_override=secret_override,
+            rewrite=self._rewrite if event_faults.active(self.faults) else None,
+        )
+
+    def _rewrite(
+        self, method: str, headers: dict[str, str], request: DeliveryRequest
+    ) -> tuple[str, dict[str, str]]:
+        return event_faults.rewrite_request(
+            self.faults,
+            method,
+            headers,
+            attempt=request.attempt,
+            body=request.body,
+            secret_value=request.secret,
         )
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -201,7 +214,32 @@ class WebhookService:
             return secret
         if row.key_id is None:
             raise LookupError(f"delivery {row.id} has neither a webhook nor a key")
-        return signing_secret_for(self.config.master_secret, row.key_id)
+        return self._per_key_secret(row.key_id)
+
+    def _per_key_secret(self, key_id: str) -> str:
+        return signing_secret_for(self.config.master_secret, key_id)
+
+    def _first_key_of_account(self, key_id: str) -> str:
+        rows = self.store.read(
+            "SELECT id FROM api_keys WHERE account_id ="
+            " (SELECT account_id FROM api_keys WHERE id = ?) ORDER BY created_at, id LIMIT 1",
+            (key_id,),
+        )
+        return str(rows[0]["id"]) if rows else key_id
+
+    def _signing_secret(self, row: DeliveryRow) -> str:
+        """:meth:`secret_for`, with the event faults (event_faults.py) when any is on."""
+        honest = self.secret_for(row)
+        if not event_faults.active(self.faults):
+            return honest
+        return event_faults.secret(
+            self.faults,
+            honest=honest,
+            key_id=row.key_id,
+            registered=row.webhook_id is not None,
+            per_key=self._per_key_secret,
+            first_key_of_account=self._first_key_of_account,
+        )
 
     # --- target selection (spec §4) -----------------------------------------------------
 
@@ -227,7 +265,7 @@ class WebhookService:
         if webhook.get("url") is not None:
             target = await self._validated(webhook["url"], where="webhook.url")
             candidates["url"] = self._binding("inline", target, events, key)
-        if callback_url is not None:
+        if callback_url is not None and not url_faults.skips_loser(self.faults, candidates):
             target = await self._validated(callback_url, where="callback_url")
             candidates["callback"] = self._binding("callback", target, events, key)
         order: tuple[str, ...] = ("id", "url", "callback")
@@ -371,7 +409,18 @@ class WebhookService:
         )
         if not subscribed:
             return
+        faulty = event_faults.active(self.faults)
+        if faulty and event_faults.suppressed(
+            self.faults,
+            event,
+            str(generation["type"]),
+            binding.events,
+            default=tuple(binding.events) == tuple(DEFAULT_EVENTS),
+        ):
+            return
         event_id = envelopes.new_event_id()
+        if faulty:
+            event_id = event_faults.event_id(self.faults, event_id)
         created_at = envelopes.timestamp_now(
             with_offset=not self.faults.on("created-at-without-offset")
         )
@@ -386,9 +435,15 @@ class WebhookService:
             created_at=created_at,
             api_version=(None if self.faults.on("envelope-missing-api-version") else API_VERSION),
         )
+        if faulty:
+            envelope = event_faults.envelope(self.faults, envelope, binding.mode)
         body = envelope
         if binding.mode == "callback" and not self.faults.on("callback-body-not-flattened"):
             body = envelopes.callback_body(envelope)
+        if faulty:
+            body = event_faults.body(
+                self.faults, envelope, body, binding.mode, envelopes.callback_body
+            )
         insert_delivery(
             conn,
             delivery_id=event_id,

@@ -27,7 +27,7 @@ from reference.netguard.urls import parse_ipv4_host
 
 from .envelopes import timestamp_now
 
-__all__ = ["NAMES", "active", "on_refused_redeliver", "order", "validate"]
+__all__ = ["NAMES", "active", "on_refused_redeliver", "order", "skips_loser", "validate"]
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,13 @@ NAMES: Final = (
     | {"bad-target-422", "unknown-webhook-id-400", "foreign-webhook-id-accepted"}
     | {"inline-mode-mislabelled"}
     | frozenset(_REDELIVER_FAULTS)
+    | {"losing-callback-unchecked"}
 )
+
+
+def skips_loser(faults: Faults, candidates: Mapping[str, Any]) -> bool:
+    """Whether a callback_url that loses the order (another target won) goes unvalidated."""
+    return "losing-callback-unchecked" in faults.enabled and bool(candidates)
 
 
 def order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
