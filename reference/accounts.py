@@ -176,6 +176,8 @@ def key_detail(
     """The console's key detail view, with the per-key signing secret (spec §5.6)."""
     view = key_view(_key_row(store, account_id, key_id))
     view["signing_secret"] = signing_secret_for(master_secret, key_id)
+    if faults.on("key-detail-signing-secret-wrong"):
+        view["signing_secret"] = signing_secret_for(master_secret, f"{key_id}:detail")
     if faults.on("key-shown-again") and key_id in _FAULT_KEPT_VALUES:
         view["key"] = _FAULT_KEPT_VALUES[key_id]
     return view
