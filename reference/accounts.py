@@ -122,10 +122,12 @@ def create_key(
     stored = value + "-inactive" if role is None and faults.on("new-key-not-active") else value
     created = now_iso()
     with store.transaction() as conn:
-        (active,) = conn.execute(
-            "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND revoked_at IS NULL",
-            (account_id,),
-        ).fetchone()
+        counted = (
+            "SELECT COUNT(*) FROM api_keys WHERE account_id = ?"
+            if faults.on("revoked-keys-count-toward-limit")
+            else "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND revoked_at IS NULL"
+        )
+        (active,) = conn.execute(counted, (account_id,)).fetchone()
         if active >= MAX_ACTIVE_KEYS and not faults.on("key-limit-not-enforced"):
             raise ApiError(
                 409,

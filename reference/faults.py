@@ -206,6 +206,21 @@ _REGISTRY: tuple[Fault, ...] = (
         "CONSOLE-HOOK-03",
         "POST /api/webhooks/{id}/test answers success without sending",
     ),
+    Fault(
+        "empty-scopes-accepted",
+        "KEY-SCOPE-02",
+        "a key can be created with no scope at all",
+    ),
+    Fault(
+        "revoked-keys-count-toward-limit",
+        "KEY-LIMIT-03",
+        "revoked keys still count toward the 10-active-keys limit",
+    ),
+    Fault(
+        "webhook-list-all-accounts",
+        "CONSOLE-HOOK-07",
+        "GET /api/webhooks lists the webhooks of every account",
+    ),
     # --- webhooks (engineer WEBHOOKS) ---
     Fault(
         "accepts-private-callback",

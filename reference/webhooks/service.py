@@ -494,8 +494,8 @@ class WebhookService:
         """The account's live registered webhooks, oldest first, never with a secret."""
         rows = self.store.read(
             "SELECT id, url, events, secret, created_at FROM webhooks"
-            " WHERE account_id = ? AND deleted_at IS NULL ORDER BY created_at, rowid",
-            (account_id,),
+            " WHERE (account_id = ? OR ?) AND deleted_at IS NULL ORDER BY created_at, rowid",
+            (account_id, self.faults.on("webhook-list-all-accounts")),
         )
         webhooks = [
             {
