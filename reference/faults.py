@@ -394,6 +394,30 @@ _REGISTRY: tuple[Fault, ...] = (
         "TARGET-BIND-03",
         "webhook.url is not held to the callback URL rules (callback_url still is)",
     ),
+    # interpretations (a failing check only warns)
+    Fault("callback-deprecated-range-accepted", "URL-DEPR-01", "fec0::/10, 192.88.99.0/24 pass"),
+    Fault(
+        "callback-embedded-ipv4-unchecked",
+        "URL-MAPPED-02",
+        "IPv4-compatible, SIIT, NAT64, 6to4 and Teredo forms of private IPv4 pass",
+    ),
+    Fault("callback-fragment-not-counted", "URL-LEN-03", "the fragment is not counted to 2048"),
+    Fault("callback-multicast-accepted", "URL-MCAST-01", "multicast callback hosts pass"),
+    Fault(
+        "callback-parser-lenient",
+        "URL-FORM-05",
+        "backslashes, malformed IPv4 and percent-encoded hosts pass",
+    ),
+    Fault("callback-port-unchecked", "URL-FORM-02", "port 0 and ports over 65535 pass"),
+    Fault("callback-scheme-case-sensitive", "URL-SCHEME-04", "HTTP:// (upper case) is refused"),
+    Fault("callback-unicode-host-unchecked", "URL-FORM-06", "hosts with non-ASCII characters pass"),
+    Fault("callback-url-repaired", "URL-FORM-03", "http:/host (one slash) is accepted"),
+    Fault("callback-whitespace-stripped", "URL-FORM-04", "whitespace and control characters pass"),
+    Fault(
+        "webhook-without-target-accepted",
+        "TARGET-URL-03",
+        "a webhook object with neither id nor url is accepted (no target)",
+    ),
     # --- events and deliveries (engineer CHECKS-EVENTS; webhooks/event_faults.py) ---
     Fault("api-version-not-string", "EVT-ENV-04", "the envelope's api_version is an integer"),
     Fault(
