@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance.launcher import EmbeddedReference, LaunchError
+from conformance.plugin import is_warning
 from conformance.profile import ProfileError, load_profile, write_template
 from conformance.reports import JSON_NAME, new_report_dir, redact_tree
 
@@ -267,7 +268,11 @@ class _Progress:
         if report.when == "teardown":
             self.progress.advance(self.task)
         if report.when == "call" or (report.when == "setup" and not report.passed):
-            kind = "error" if report.when == "setup" and report.failed else report.outcome
+            kind: str = report.outcome
+            if report.when == "setup" and report.failed:
+                kind = "error"
+            elif is_warning(report):
+                kind = "warn"
             self.tally[kind] = self.tally.get(kind, 0) + 1
             text = " ".join(f"{n} {k}" for k, n in sorted(self.tally.items()))
             self.progress.update(self.task, tally=text)

@@ -51,6 +51,7 @@ __all__ = [
     "REQUIREMENTS_KEY",
     "RUN_KEY",
     "RunState",
+    "is_warning",
     "profile_path",
 ]
 
@@ -618,11 +619,16 @@ def _check_result(
     )
 
 
+def is_warning(report: pytest.TestReport) -> bool:
+    """Whether *report* is a check's failure that breaks only interpretations (a warning)."""
+    return bool(getattr(report, _WARN_ATTR, False))
+
+
 def pytest_report_teststatus(
     report: pytest.TestReport, config: pytest.Config
 ) -> tuple[str, str, str] | None:
     """A failure that only breaks interpretations shows as WARN, not FAILED."""
-    if report.when == "call" and getattr(report, _WARN_ATTR, False):
+    if report.when == "call" and is_warning(report):
         return "warn", "W", "WARN"
     return None
 

@@ -226,3 +226,41 @@ def test_cli_public_surface() -> None:
         "main",
         "pytest_args",
     ]
+
+
+def _report(when: Any, outcome: Any, **extra: object) -> pytest.TestReport:
+    report = pytest.TestReport(
+        nodeid="c.py::t",
+        location=("c.py", 0, "t"),
+        keywords={},
+        outcome=outcome,
+        longrepr=None,
+        when=when,
+    )
+    report.__dict__.update(extra)
+    return report
+
+
+def test_progress_counts_checks_and_tallies_warnings_apart() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from conformance.cli import _Progress
+
+    progress = _Progress(Console(file=StringIO()))
+    progress.pytest_xdist_node_collection_finished(node=None, ids=["a", "b", "c"])
+    for when, outcome, extra in [
+        ("setup", "passed", {}),
+        ("call", "failed", {"genapi_warn": True}),
+        ("teardown", "passed", {}),
+        ("setup", "failed", {}),
+        ("teardown", "passed", {}),
+        ("setup", "passed", {}),
+        ("call", "passed", {}),
+        ("teardown", "passed", {}),
+    ]:
+        progress.pytest_runtest_logreport(_report(when, outcome, **extra))
+    assert progress.tally == {"warn": 1, "error": 1, "passed": 1}
+    task = progress.progress.tasks[0]
+    assert (task.completed, task.total) == (3, 3)

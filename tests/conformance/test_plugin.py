@@ -442,6 +442,7 @@ def test_plugin_public_surface() -> None:
         "REQUIREMENTS_KEY",
         "RUN_KEY",
         "RunState",
+        "is_warning",
         "profile_path",
     ]
     assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}
