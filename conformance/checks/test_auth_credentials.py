@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -39,9 +40,9 @@ def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[
         yield found
 
 
-def _send(api: ApiClient, paths: OperationPaths, op: Operation, **kwargs: object) -> httpx.Response:
+def _send(api: ApiClient, paths: OperationPaths, op: Operation, **kwargs: Any) -> httpx.Response:
     """The operation's request with a valid body (a submit gets a minimal valid one)."""
-    return api.request(op.method, paths.path(op), json=op.minimal_body(), **kwargs)  # type: ignore[arg-type]
+    return api.request(op.method, paths.path(op), json=op.minimal_body(), **kwargs)
 
 
 def _key_prefix(profile: Profile) -> str:
