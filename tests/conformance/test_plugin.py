@@ -135,6 +135,8 @@ def test_passes():
     assert _results(report_dir)["ok"] is True
 
 
+# Nested xdist runs start (and, for the dying check, restart) workers: on a loaded machine
+# that takes minutes, hence the long subprocess timeouts (still under pytest-timeout).
 def test_plugin_under_xdist_gives_same_verdicts(checks: pytest.Pytester) -> None:
     checks.makepyfile(test_mixed=MIXED)
     checks.makepyfile(
@@ -161,7 +163,7 @@ def test_worker_dies():
         "loadfile",
         "--report-dir",
         str(report_dir),
-        timeout=120,
+        timeout=280,
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     verdicts = _verdicts(report_dir)
@@ -243,7 +245,7 @@ def test_cites_unknown():
     pass
 """
     )
-    result = checks.runpytest_subprocess("-p", "xdist", "-n", "2", timeout=120)
+    result = checks.runpytest_subprocess("-p", "xdist", "-n", "2", timeout=280)
     # xdist reports a worker's collection error as a failed run (1), pytest alone as 2.
     assert result.ret in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.TESTS_FAILED)
     result.stdout.fnmatch_lines(

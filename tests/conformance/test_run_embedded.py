@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conformance.cli import EXIT_FAILED, EXIT_OK
 
 
@@ -22,7 +24,7 @@ def _run(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir), *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=840,
         cwd=report_dir.parent,
         env=env,
         check=False,
@@ -34,6 +36,9 @@ def _results(report_dir: Path) -> dict[str, Any]:
     return data
 
 
+# The whole suite runs here, timing-bound webhook chains included: allow it time.
+@pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_run_embedded_reference_writes_four_reports_and_exits_0(tmp_path: Path) -> None:
     report_dir = tmp_path / "report"
     done = _run(report_dir)
@@ -52,6 +57,7 @@ def test_run_embedded_reference_writes_four_reports_and_exits_0(tmp_path: Path) 
     assert verdicts["CONSOLE-TIER-01"] == "pass"
 
 
+@pytest.mark.timeout(900)
 def test_run_embedded_reference_with_fault_fails_its_requirement(tmp_path: Path) -> None:
     report_dir = tmp_path / "report"
     done = _run(report_dir, "--fault", "tier-endpoint-wrong-type", "--area", "TIER")
