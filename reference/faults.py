@@ -395,6 +395,16 @@ _REGISTRY: tuple[Fault, ...] = (
         "webhook.url is not held to the callback URL rules (callback_url still is)",
     ),
     # interpretations (a failing check only warns)
+    Fault(
+        "callback-any-public-address",
+        "URL-RESOLVE-03",
+        "a callback name passes when one of its addresses is public",
+    ),
+    Fault(
+        "registered-url-unchecked",
+        "HOOK-URL-01",
+        "POST /api/webhooks registers any URL (the callback URL rules are not applied)",
+    ),
     Fault("callback-deprecated-range-accepted", "URL-DEPR-01", "fec0::/10, 192.88.99.0/24 pass"),
     Fault(
         "callback-embedded-ipv4-unchecked",

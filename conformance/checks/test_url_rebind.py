@@ -216,3 +216,17 @@ def test_url_name_resolving_to_private_address_answered_400(
     )
     assert_status(response, 400, f"URL-RESOLVE-02 ({name} -> {address})")
     canary.assert_no_hits()
+
+
+@pytest.mark.requirement("URL-RESOLVE-03")
+def test_url_name_resolving_to_public_and_private_answered_400(
+    api: ApiClient, receiver: Receiver, dns_server: DnsServer, canary: CanaryView
+) -> None:
+    """A callback name resolving to the (allowlisted) receiver and a private address is refused."""
+    name = dns_server.set(f"mixed-{secrets.token_hex(5)}", [_receiver_ip(receiver), "10.0.0.1"])
+    url = f"http://{name}:9/conformance"
+    response = api.request(
+        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+    )
+    assert_status(response, 400, f"URL-RESOLVE-03 ({name} -> receiver, 10.0.0.1)")
+    canary.assert_no_hits()

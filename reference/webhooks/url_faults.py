@@ -41,6 +41,7 @@ class _Seen:
     spelled: bool  # a numeric IPv4 host other than the dotted quad (127.2, 2130706434)
     where: str
     url: str = ""
+    reason: str = ""
 
     @property
     def v4(self) -> bool:
@@ -124,6 +125,8 @@ _WAIVERS: Final[Mapping[str, Callable[[_Seen], bool]]] = MappingProxyType(
             or (s.rule == "reserved" and s.v4 and s.address in _RELAY_ANYCAST)
         ),
         "callback-embedded-ipv4-unchecked": lambda s: s.rule in _TRANSLATED_RULES,
+        "callback-any-public-address": lambda s: s.name and " resolves to " in s.reason,
+        "registered-url-unchecked": lambda s: s.where == "url",
         "callback-fragment-not-counted": lambda s: (
             s.rule == "length" and len(s.url.split("#", 1)[0]) <= 2048
         ),
@@ -223,7 +226,7 @@ def _seen(rejected: CallbackRejected, url: str, where: str) -> _Seen:
     except httpx.InvalidURL:
         host = ""
     address, spelled = _address(host)
-    return _Seen(rejected.rule, host, address, spelled, where, url)
+    return _Seen(rejected.rule, host, address, spelled, where, url, rejected.reason)
 
 
 async def _unchecked(policy: CallbackPolicy, url: str, where: str) -> ValidatedTarget:
