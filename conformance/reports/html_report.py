@@ -79,7 +79,7 @@ def _headers(headers: Iterable[tuple[str, str]]) -> str:
     return "\n".join(f"{name}: {value}" for name, value in headers)
 
 
-def _exchange(index: int, exchange: Exchange) -> str:
+def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
     status = exchange.status if exchange.status is not None else f"no response ({exchange.error})"
     request = f"{exchange.method} {exchange.url}\n{_headers(exchange.request_headers)}"
     if exchange.request_body:
@@ -88,7 +88,8 @@ def _exchange(index: int, exchange: Exchange) -> str:
     if exchange.response_body:
         response += f"\n\n{_cut(exchange.response_body)}"
     return (
-        f"<details><summary>exchange #{index}: {_e(exchange.method)} {_e(exchange.url)} → "
+        f"<details{' open' if shown else ''}><summary>exchange #{index}: "
+        f"{_e(exchange.method)} {_e(exchange.url)} → "
         f"{_e(status)} <span class='muted'>({exchange.elapsed_ms:.0f} ms)</span></summary>"
         f"<p>request</p><pre>{_e(request)}</pre>"
         f"<p>response</p><pre>{_e(response)}</pre>"
@@ -106,8 +107,10 @@ def _check(check: CheckResult, rv: RequirementVerdict) -> str:
         label = "reason" if check.outcome is Outcome.SKIPPED else "expected vs seen"
         parts.append(f"<p>{label}</p><pre>{_e(check.message)}</pre>")
     if check.outcome in (Outcome.FAILED, Outcome.ERROR):
+        # The last exchange is usually the one asserted on: shown open.
+        last = len(check.exchanges) - 1
         for index, exchange in enumerate(check.exchanges):
-            parts.append(_exchange(index, exchange))
+            parts.append(_exchange(index, exchange, shown=index == last))
         if check.exchanges_omitted:
             parts.append(
                 f"<p class='muted'>{check.exchanges_omitted} more exchanges in the middle "

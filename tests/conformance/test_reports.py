@@ -146,7 +146,8 @@ def test_html_failure_shows_expected_seen_exchange_and_reproduction() -> None:
     page = render_html(_info(), _run())
     assert "expected vs seen" in page
     assert "expected 2xx, saw 500" in page
-    assert "exchange #1" in page
+    assert "<details><summary>exchange #0:" in page
+    assert "<details open><summary>exchange #1:" in page, "the last exchange is shown open"
     assert "${GENAPI_KEY_PRIMARY}" in page, "the curl line names the key's variable"
     assert "genapi-conformance run --only TIER-READ-01" in page
 
