@@ -418,6 +418,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "URL-FORM-05",
         "backslashes, malformed IPv4 and percent-encoded hosts pass",
     ),
+    Fault(
+        "callback-non-string-accepted",
+        "URL-FORM-07",
+        "a callback_url that is not a string is accepted (as its text, unvalidated)",
+    ),
     Fault("callback-port-unchecked", "URL-FORM-02", "port 0 and ports over 65535 pass"),
     Fault("callback-scheme-case-sensitive", "URL-SCHEME-04", "HTTP:// (upper case) is refused"),
     Fault("callback-unicode-host-unchecked", "URL-FORM-06", "hosts with non-ASCII characters pass"),

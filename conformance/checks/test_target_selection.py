@@ -321,6 +321,24 @@ def test_target_webhook_without_id_or_url_refused(api: ApiClient) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(12345, id="callback-number-4xx"),
+        pytest.param(["http://10.0.0.1:9/"], id="callback-array-4xx"),
+        pytest.param({"url": "http://10.0.0.1:9/"}, id="callback-object-4xx"),
+        pytest.param(True, id="callback-boolean-4xx"),
+    ],
+)
+@pytest.mark.requirement("URL-FORM-07")
+def test_target_callback_url_not_a_string_refused(api: ApiClient, value: object) -> None:
+    """A callback_url that is not a string (spec §2, §4: a URL string) is refused with a 4xx."""
+    response = api.request("POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, "callback_url": value})
+    assert 400 <= response.status_code < 500, (
+        f"URL-FORM-07: expected a 4xx refusal of callback_url={value!r}, saw {describe(response)}"
+    )
+
+
 # -- §2: the inline binding is recorded with mode "inline" --------------------------------
 
 

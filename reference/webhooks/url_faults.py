@@ -180,6 +180,7 @@ NAMES: Final = (
     | {"inline-mode-mislabelled"}
     | frozenset(_REDELIVER_FAULTS)
     | {"losing-callback-unchecked", "webhook-without-target-accepted"}
+    | {"callback-non-string-accepted"}
 )
 
 
@@ -254,6 +255,12 @@ async def validate(
     policy: CallbackPolicy, faults: Faults, url: Any, *, where: str
 ) -> ValidatedTarget:
     """netguard's validation, with the active faults of this module applied."""
+    if (
+        not isinstance(url, str)
+        and url is not None
+        and "callback-non-string-accepted" in (faults.enabled)
+    ):
+        return await _unchecked(policy, str(url), where)
     try:
         target = await policy.validate(url)
     except CallbackRejected as rejected:
