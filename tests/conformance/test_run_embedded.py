@@ -58,12 +58,19 @@ def test_run_embedded_reference_writes_four_reports_and_exits_0(tmp_path: Path) 
 
 
 @pytest.mark.timeout(900)
-def test_run_embedded_reference_with_fault_fails_its_requirement(tmp_path: Path) -> None:
+def test_run_embedded_reference_with_faults_fails_their_requirements(tmp_path: Path) -> None:
+    """Each reference fault of the tier endpoints fails the one requirement it names."""
     report_dir = tmp_path / "report"
-    done = _run(report_dir, "--fault", "tier-endpoint-wrong-type", "--area", "TIER")
+    done = _run(
+        report_dir,
+        "--fault",
+        "tier-endpoint-wrong-type",
+        "--fault",
+        "console-tier-differs",
+        *("--only", "TIER-FIELD-02", "--only", "CONSOLE-TIER-01", "--only", "TIER-READ-01"),
+    )
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     assert "FAIL  TIER-FIELD-02" in done.stdout
-    assert _results(report_dir)["requirements"]
+    assert "FAIL  CONSOLE-TIER-01" in done.stdout
     verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
-    assert verdicts["TIER-FIELD-02"] == "fail"
-    assert verdicts["TIER-READ-01"] == "pass", "one wrong field fails only its requirement"
+    assert verdicts == {"TIER-FIELD-02": "fail", "CONSOLE-TIER-01": "fail", "TIER-READ-01": "pass"}
