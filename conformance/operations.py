@@ -10,6 +10,7 @@ unless asked.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -124,7 +125,19 @@ class OperationPaths:
     delivery, from X-Service-Delivery, spec §6), and a registered webhook created with
     the primary console session (when the profile has one; else a made-up id, and the
     webhook checks only see a 404 from a good key). Created on first use, once per module.
+
+    The receiver answers that delivery 500 every time, so it ends ``exhausted`` after its
+    3 attempts (spec §3): the state from which POST redeliver is stated to work, so a
+    good key's redeliver is served rather than refused for the delivery's state.
     """
+
+    #: Spec §3 and §6: attempts per delivery; outcomes from which redeliver works.
+    ATTEMPTS: Final = 3
+    REDELIVERABLE: Final = frozenset({"exhausted", "failed"})
+    #: How long the delivery record may take to show its final outcome, and how often
+    #: it is read meanwhile.
+    RECORD_DEADLINE_SECONDS: Final = 15.0
+    RECORD_POLL_SECONDS: Final = 0.25
 
     #: A webhook id no IUT issued (used only when the profile has no console session).
     UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_unknown"
@@ -142,6 +155,7 @@ class OperationPaths:
         self._generation_id: str | None = None
         self._delivery_id: str | None = None
         self._webhook: RegisteredWebhook | None = None
+        endpoint.respond_with_statuses([500])
 
     def _submit(self) -> None:
         response = self.client.request(
@@ -165,13 +179,32 @@ class OperationPaths:
 
     @property
     def delivery_id(self) -> str:
+        """The delivery of the generation, once its record says it is exhausted."""
         if self._delivery_id is None:
-            self.generation_id  # noqa: B018 (submits on first use)
-            arrived = self.endpoint.wait_for(1, timeout=self.delivery_timeout)
-            self._delivery_id = arrived[0].headers.get("x-service-delivery") or str(
-                arrived[0].json().get("id")
-            )
+            generation_id = self.generation_id
+            arrived = self.endpoint.wait_for(self.ATTEMPTS, timeout=self.delivery_timeout)
+            first = arrived[0]
+            delivery_id = first.headers.get("x-service-delivery") or str(first.json().get("id"))
+            self._await_redeliverable(generation_id)
+            self._delivery_id = delivery_id
         return self._delivery_id
+
+    def _await_redeliverable(self, generation_id: str) -> None:
+        deadline = time.monotonic() + self.RECORD_DEADLINE_SECONDS
+        path = f"/v1/generations/{generation_id}/deliveries"
+        while True:
+            response = self.client.request("GET", path)
+            body = response.json() if response.status_code == 200 else {}
+            records = body.get("deliveries", []) if isinstance(body, dict) else []
+            outcomes = [r.get("outcome") for r in records if isinstance(r, dict)]
+            if outcomes and set(outcomes) <= self.REDELIVERABLE:
+                return
+            if time.monotonic() >= deadline:
+                raise SetupFailed(
+                    f"setup: the delivery of {generation_id} did not end exhausted or failed "
+                    f"within {self.RECORD_DEADLINE_SECONDS:g} s; outcomes: {outcomes}"
+                )
+            time.sleep(self.RECORD_POLL_SECONDS)  # polling a record's state, bounded above
 
     @property
     def webhook_id(self) -> str:
@@ -221,7 +254,7 @@ def operation_paths(
     client = ApiClient(profile, Recorder(redactor))
     endpoint = receiver.endpoint(name)
     paths = OperationPaths(
-        client, endpoint, delivery_timeout=profile.sandbox.max_generation_seconds + 30.0
+        client, endpoint, delivery_timeout=profile.sandbox.max_generation_seconds + 36.0
     )
     try:
         yield paths
