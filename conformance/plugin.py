@@ -38,12 +38,20 @@ import pytest
 
 import conformance
 import genapi_spec
-from conformance.catalog import Catalog, Level, Requirement, load_catalog
+from conformance.catalog import Catalog, Requirement, load_catalog
 from conformance.client import EXCHANGES_KEY, Exchange
 from conformance.profile import CapabilityMissing, Profile, ProfileError, load_profile
 from conformance.reports import RunInfo, new_report_dir, redact_tree, write_reports
 from conformance.secrets import Redactor
-from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge, trim_exchanges
+from conformance.verdicts import (
+    CheckResult,
+    Outcome,
+    RunVerdicts,
+    Verdict,
+    check_verdict,
+    judge,
+    trim_exchanges,
+)
 
 __all__ = [
     "CHECK_RESULT_KEY",
@@ -502,7 +510,7 @@ def pytest_runtest_makereport(
     phases.append(_Phase(report.when, outcome, message, _longrepr_text(report), report.duration))
     if report.when == "call" and outcome is Outcome.FAILED:
         catalog = item.config.stash[RUN_KEY].get_catalog()
-        if all(catalog[i].level is not Level.MUST for i in ids):
+        if all(check_verdict(Outcome.FAILED, catalog[i]) is Verdict.WARN for i in ids):
             setattr(report, _WARN_ATTR, True)
     if report.when == "teardown":
         result = _check_result(item, ids, phases, redactors)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from conformance.catalog import Level, Requirement
+from conformance.catalog import Level, Party, Requirement
 from conformance.client import Exchange
 
 __all__ = [
@@ -185,16 +185,20 @@ def trim_exchanges(exchanges: Sequence[Exchange]) -> tuple[tuple[Exchange, ...],
     return kept, len(exchanges) - MAX_EXCHANGES
 
 
-def check_verdict(outcome: Outcome, level: Level) -> Verdict:
-    """The verdict one check's outcome gives a requirement of ``level``.
+def check_verdict(outcome: Outcome, requirement: Requirement) -> Verdict:
+    """The verdict one check's outcome gives *requirement*.
 
     A failed check of an ``INTERPRETATION`` is a warning: the spec says "not shown" there,
-    and an implementation is never failed for the suite's assumption.
+    and an implementation is never failed for the suite's assumption. A failed check of a
+    client's or receiver's duty (``party: client``) is an error: only the suite's own
+    client and receiver are checked against those, so the harness broke, not the target.
     """
     if outcome is Outcome.PASSED:
         return Verdict.PASS
     if outcome is Outcome.FAILED:
-        return Verdict.FAIL if level is Level.MUST else Verdict.WARN
+        if requirement.party is Party.CLIENT:
+            return Verdict.ERROR
+        return Verdict.FAIL if requirement.level is Level.MUST else Verdict.WARN
     if outcome is Outcome.SKIPPED:
         return Verdict.SKIP
     return Verdict.ERROR
@@ -224,7 +228,7 @@ def _reason(
             return "its checks were not selected in this run (--only, --area, -k or -m)"
         return "no check in the suite verifies this requirement"
     total = len(checks)
-    judged = [(c, check_verdict(c.outcome, requirement.level)) for c in checks]
+    judged = [(c, check_verdict(c.outcome, requirement)) for c in checks]
     deciding = [c for c, v in judged if v is verdict]
     if verdict is Verdict.PASS:
         skipped = sum(1 for _, v in judged if v is Verdict.SKIP)
@@ -259,7 +263,7 @@ def judge(
     verdicts = []
     for requirement in requirements:
         evidence = by_id.get(requirement.id, [])
-        verdict = aggregate(check_verdict(c.outcome, requirement.level) for c in evidence)
+        verdict = aggregate(check_verdict(c.outcome, requirement) for c in evidence)
         verdicts.append(
             RequirementVerdict(
                 requirement=requirement,

@@ -98,7 +98,7 @@ def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
 
 
 def _check(check: CheckResult, rv: RequirementVerdict) -> str:
-    verdict = check_verdict(check.outcome, rv.requirement.level)
+    verdict = check_verdict(check.outcome, rv.requirement)
     parts = [
         f"<div class='check'><p>{_badge(verdict)} <code>{_e(check.nodeid)}</code> "
         f"<span class='muted'>{check.duration:.2f} s</span></p>"
@@ -137,7 +137,8 @@ def _requirement(rv: RequirementVerdict) -> str:
         f"<div class='req v-{_e(rv.verdict.value)}' id='{_e(_anchor(requirement.id))}'>"
         f"<details{is_open}><summary>{_badge(rv.verdict)} <strong>{_e(requirement.id)}</strong> "
         f"{_e(requirement.heading)} <span class='muted'>§{_e(requirement.section)} · "
-        f"{_e(requirement.level.value)}</span></summary>",
+        f"{_e(requirement.level.value)} · duty of the {_e(requirement.party.value)}"
+        "</span></summary>",
         f"<p>{_e(requirement.statement)}</p>",
         f"<p><em>{_e(rv.reason)}</em></p>",
     ]
@@ -153,7 +154,7 @@ def _requirement(rv: RequirementVerdict) -> str:
 
 def _worst_first(rv: RequirementVerdict) -> list[CheckResult]:
     def rank(check: CheckResult) -> int:
-        return SEVERITY.index(check_verdict(check.outcome, rv.requirement.level))
+        return SEVERITY.index(check_verdict(check.outcome, rv.requirement))
 
     return sorted(rv.checks, key=rank)
 

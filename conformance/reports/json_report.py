@@ -31,13 +31,14 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
                 "section": requirement.section,
                 "heading": requirement.heading,
                 "level": requirement.level.value,
+                "party": requirement.party.value,
                 "verdict": rv.verdict.value,
                 "reason": rv.reason,
                 "evidence": [
                     {
                         "check": check.nodeid,
                         "outcome": check.outcome.value,
-                        "verdict": check_verdict(check.outcome, requirement.level).value,
+                        "verdict": check_verdict(check.outcome, requirement).value,
                         "exchanges": list(range(len(check.exchanges))),
                     }
                     for check in rv.checks

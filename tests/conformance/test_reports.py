@@ -109,6 +109,7 @@ def test_results_document_references_checks_and_exchanges() -> None:
     assert by_id["TIER-READ-01"]["verdict"] == "fail"
     assert by_id["TIER-READ-02"]["verdict"] == "warn"
     assert by_id["TIER-READ-02"]["level"] == "INTERPRETATION"
+    assert by_id["TIER-READ-02"]["party"] == "service"
     assert by_id["KEY-PREFIX-01"]["verdict"] == "untested"
     evidence = by_id["TIER-READ-01"]["evidence"][0]
     assert evidence["exchanges"] == [0, 1]

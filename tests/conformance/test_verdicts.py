@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from conformance.catalog import Level, Need, Requirement
+from conformance.catalog import Level, Need, Party, Requirement
 from conformance.client import Exchange
 from conformance.verdicts import (
     MAX_EXCHANGES,
@@ -64,7 +66,21 @@ def _exchange(n: int) -> Exchange:
 def test_check_verdict_outcome_and_level_give_verdict(
     outcome: Outcome, level: Level, expected: Verdict
 ) -> None:
-    assert check_verdict(outcome, level) is expected
+    assert check_verdict(outcome, _requirement("TIER-READ-01", level)) is expected
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        pytest.param(Outcome.FAILED, Verdict.ERROR, id="failed-client-duty-error"),
+        pytest.param(Outcome.PASSED, Verdict.PASS, id="passed-client-duty-pass"),
+    ],
+)
+def test_check_verdict_client_duty_never_fails_the_target(
+    outcome: Outcome, expected: Verdict
+) -> None:
+    requirement = replace(_requirement("SIG-RECV-02"), party=Party.CLIENT)
+    assert check_verdict(outcome, requirement) is expected
 
 
 @pytest.mark.parametrize(
