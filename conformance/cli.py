@@ -62,12 +62,17 @@ def _reference(argv: list[str]) -> int:
     return 0  # pragma: no cover (execv does not return)
 
 
+_EXIT_CODES = (
+    "Exit codes of run: 0 conformant (no MUST requirement failed, no harness error), "
+    "1 a MUST requirement failed, 2 usage or profile error, 3 harness error."
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="genapi-conformance",
         description="Conformance suite for the Generation API.",
-        epilog="Exit codes of run: 0 conformant, 1 a MUST requirement failed, "
-        "2 usage or profile error, 3 harness error.",
+        epilog=_EXIT_CODES,
     )
     commands = parser.add_subparsers(
         dest="command", metavar="{run,init-profile,serve-reference,faults}"
@@ -77,10 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run the checks and write the reports",
         description="Run the checks against a target profile, or against the embedded "
         "reference implementation when no profile is given.",
+        epilog=_EXIT_CODES,
     )
     run.add_argument(
         "--profile",
         type=Path,
+        metavar="FILE",
         help="target profile (default: $GENAPI_PROFILE, "
         "else the embedded reference implementation)",
     )
@@ -99,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         help="only the checks of this area (repeatable)",
     )
     run.add_argument(
-        "--report-dir", type=Path, help="where the reports go (default: reports/<UTC timestamp>/)"
+        "--report-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the reports go (default: reports/<UTC timestamp>/)",
     )
     run.add_argument(
         "--workers",
