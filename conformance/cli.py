@@ -35,7 +35,7 @@ from rich.text import Text
 from conformance.launcher import EmbeddedReference, LaunchError
 from conformance.plugin import is_warning
 from conformance.profile import ProfileError, load_profile, write_template
-from conformance.reports import JSON_NAME, new_report_dir, redact_tree
+from conformance.reports import JSON_NAME, new_report_dir
 
 __all__ = [
     "EXIT_FAILED",
@@ -316,7 +316,7 @@ def _run_pytest(
         with _pytest_output(log):
             code = pytest.main(pytest_args(options, profile_path, report_dir), plugins=[progress])
         (report_dir / PYTEST_LOG).write_bytes(redactor.bytes(log.read_bytes()))
-    redact_tree(report_dir, redactor)
+    # Every other artifact was redacted by the plugin as pytest finished.
     results = _read_results(report_dir)
     summary = Console(highlight=False)
     _summarise(summary, results, report_dir, int(code))
