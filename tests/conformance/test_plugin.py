@@ -448,3 +448,51 @@ def test_plugin_public_surface() -> None:
         "profile_path",
     ]
     assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}
+
+
+BARE_PROFILE = """
+name = "bare target"
+base_url = "http://127.0.0.1:9"
+key_prefix = "gk"
+adapter = "none"
+[keys.primary]
+key = "gk_bareKEY0123456789abcdef"
+account = "primary"
+scopes = ["images:generate"]
+"""
+
+CONSOLE_ONLY = next(r.id for r in _CATALOG if set(r.needs) == {Need.CONSOLE})
+
+
+def test_plugin_needs_the_profile_lacks_are_skips_with_the_fix(checks: pytest.Pytester) -> None:
+    profile = checks.makefile(".toml", profile=BARE_PROFILE)
+    checks.makepyfile(
+        test_needs=f'''
+import pytest
+
+@pytest.mark.dns
+@pytest.mark.requirement("{MUST[0]}")
+def test_needs_dns():
+    pass
+
+@pytest.mark.console
+@pytest.mark.requirement("{MUST[1]}")
+def test_needs_console():
+    pass
+
+@pytest.mark.requirement("{CONSOLE_ONLY}")
+def test_catalog_says_console():
+    pass
+
+@pytest.mark.requirement("{MUST[2]}")
+def test_needs_nothing():
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
+    result.assert_outcomes(passed=1, skipped=3)
+    reasons = {r["id"]: r["reason"] for r in _results(report_dir)["requirements"]}
+    assert "needs dns: add a [dns] table" in reasons[MUST[0]]
+    assert "needs console: add [sessions.primary]" in reasons[MUST[1]]
+    assert "needs console: add [sessions.primary]" in reasons[CONSOLE_ONLY]
