@@ -21,6 +21,8 @@ from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 from reference.netguard import (
+    CallbackPolicy,
+    CallbackRejected,
     DnsServerResolver,
     HostNotResolved,
     HostsFileResolver,
@@ -219,3 +221,31 @@ async def test_system_resolver_is_bounded_by_its_timeout(monkeypatch: pytest.Mon
             await SystemResolver(timeout_s=0.2).resolve("slow.test")
     finally:
         release.set()  # let the abandoned executor thread finish
+
+
+async def test_policy_sees_a_rebinding_through_the_dns_server(
+    dns_server: tuple[TableResolver, int],
+) -> None:
+    """Spec §3: a target that now resolves to a private address fails re-validation."""
+    table, port = dns_server
+    table.table["hook.rebind.genapi.test"] = ["127.0.0.1"]
+    policy = CallbackPolicy(DnsServerResolver("127.0.0.1", port), allow_cidrs=["127.0.0.1/32"])
+    url = "http://hook.rebind.genapi.test:9/deliver"
+    with anyio.fail_after(10):
+        target = await policy.validate(url)
+        assert (target.host, target.address) == ("hook.rebind.genapi.test", "127.0.0.1")
+        table.table["hook.rebind.genapi.test"] = ["10.0.0.1"]
+        with pytest.raises(CallbackRejected) as caught:
+            await policy.validate(url)
+    assert caught.value.rule == "private-10/8"
+
+
+async def test_policy_turns_nxdomain_into_an_unresolvable_rejection(
+    dns_server: tuple[TableResolver, int],
+) -> None:
+    _table, port = dns_server
+    policy = CallbackPolicy(DnsServerResolver("127.0.0.1", port))
+    with anyio.fail_after(10), pytest.raises(CallbackRejected) as caught:
+        await policy.validate("http://gone.rebind.genapi.test:9/")
+    assert caught.value.rule == "unresolvable"
+    assert "does not resolve" in caught.value.reason
