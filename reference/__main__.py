@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import socket
 import sys
 import time
@@ -81,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--latency-ms", type=int, default=200)
     serve.add_argument("--key-prefix", default="gk")
-    commands.add_parser("faults", help="list the fault registry")
+    faults = commands.add_parser("faults", help="list the fault registry")
+    faults.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON array of {name, requirement_id, description} (for tools)",
+    )
     return parser  # fmt: skip
 
 
@@ -199,7 +205,16 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_faults() -> int:
+def list_faults(*, as_json: bool = False) -> int:
+    if as_json:
+        # Machine-readable, for tools outside this package (the project's fault matrix
+        # reads it through this command, the path users have).
+        rows = [
+            {"name": f.name, "requirement_id": f.requirement_id, "description": f.description}
+            for f in FAULTS.values()
+        ]
+        print(json.dumps(rows, indent=2))
+        return 0
     width = max(len(name) for name in FAULTS)
     for fault in FAULTS.values():
         print(f"{fault.name:<{width}}  {fault.requirement_id:<16}  {fault.description}")
@@ -209,7 +224,7 @@ def list_faults() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "faults":
-        return list_faults()
+        return list_faults(as_json=args.json)
     return serve(args)
 
 
