@@ -459,6 +459,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "generation.cancelled is never sent, even when subscribed",
     ),
     Fault(
+        "cancelled-status-wrong",
+        "EVT-CANCEL-03",
+        "generation.cancelled carries data.status 'canceled'",
+    ),
+    Fault(
         "completed-not-sent-by-default",
         "EVT-DEFAULT-01",
         "without an events field, generation.completed is not sent",
@@ -475,6 +480,7 @@ _REGISTRY: tuple[Fault, ...] = (
     ),
     Fault("data-type-wrong", "EVT-DATA-03", "data.type is 'image' for every generation, video too"),
     Fault("delivery-method-put", "DLV-METHOD-01", "deliveries are sent with PUT"),
+    Fault("edit-events-not-sent", "EVT-APPLY-03", "image edits send no events"),
     Fault(
         "error-message-empty-on-failure",
         "EVT-DATA-08",
@@ -493,6 +499,16 @@ _REGISTRY: tuple[Fault, ...] = (
     ),
     Fault("event-id-not-evt-hex", "EVT-ENV-01", "event ids have the form event-<hex>"),
     Fault(
+        "events-added-to-defaults",
+        "EVT-SUB-01",
+        "listed events are sent in addition to completed and failed",
+    ),
+    Fault(
+        "failed-credits-not-zero",
+        "EVT-DATA-10",
+        "a failed generation's data.credits_used is not 0",
+    ),
+    Fault(
         "failed-not-sent-by-default",
         "EVT-DEFAULT-02",
         "without an events field, generation.failed is not sent",
@@ -501,6 +517,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "generation-header-mismatch",
         "DLV-HDR-06",
         "X-Service-Generation is not the generation id",
+    ),
+    Fault(
+        "headers-branded",
+        "DLV-HDR-08",
+        "delivery headers are named X-Acme-* instead of X-Service-*",
     ),
     Fault("image-events-not-sent", "EVT-APPLY-02", "image generations send no events"),
     Fault(
@@ -523,6 +544,7 @@ _REGISTRY: tuple[Fault, ...] = (
         "EVT-DATA-05",
         "a successful generation's data.output_url is null",
     ),
+    Fault("output-url-relative", "EVT-DATA-11", "data.output_url is a path, not an absolute URL"),
     Fault(
         "per-key-secret-rotates",
         "SIG-KEY-02",
@@ -534,6 +556,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "every key signs with the per-key secret of its account's first key",
     ),
     Fault(
+        "registered-body-flattened",
+        "TARGET-FLAT-03",
+        "webhook.id bodies have the data fields copied to the top",
+    ),
+    Fault(
         "registered-signed-with-key-secret",
         "SIG-HOOK-01",
         "registered-webhook deliveries are signed with the per-key secret",
@@ -543,11 +570,24 @@ _REGISTRY: tuple[Fault, ...] = (
         "SIG-HMAC-02",
         "retries carry a signature that does not verify",
     ),
+    Fault("retry-timestamp-stale", "SIG-TS-02", "every attempt is signed with the t of the first"),
     Fault("signature-header-reordered", "DLV-HDR-07", "X-Service-Signature is v1=<hex>,t=<unix>"),
+    Fault("signature-hex-uppercase", "SIG-HEX-01", "the v1 hex digest is uppercase"),
     Fault(
         "signature-hmac-sha512",
         "SIG-HMAC-01",
         "v1 is HMAC-SHA512 cut to 64 hex digits, not HMAC-SHA256",
+    ),
+    Fault(
+        "signature-standard-webhooks-keying",
+        "SIG-HMAC-03",
+        "the HMAC key is the base64-decoded secret after whsec_",
+    ),
+    Fault("signature-timestamp-milliseconds", "SIG-TS-01", "the signature's t is in milliseconds"),
+    Fault(
+        "unknown-event-names-accepted",
+        "EVT-SUB-02",
+        "unknown names in webhook.events are dropped silently",
     ),
     Fault("video-events-not-sent", "EVT-APPLY-01", "video generations send no events"),
     Fault(

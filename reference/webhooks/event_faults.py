@@ -12,6 +12,8 @@ the others only as a consequence.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -28,8 +30,10 @@ __all__ = [
     "body",
     "envelope",
     "event_id",
+    "known_events_only",
     "rewrite_request",
     "secret",
+    "sent_anyway",
     "suppressed",
 ]
 
@@ -42,6 +46,9 @@ NAMES: Final = frozenset(
         "failed-not-sent-by-default",
         "image-events-not-sent",
         "video-events-not-sent",
+        "edit-events-not-sent",
+        "events-added-to-defaults",
+        "unknown-event-names-accepted",
         # the envelope and its data (spec §2 Event envelope, §9)
         "api-version-not-string",
         "api-version-varies",
@@ -58,11 +65,15 @@ NAMES: Final = frozenset(
         "event-id-not-evt-hex",
         "output-url-null-on-success",
         "webhook-id-null-registered",
+        "cancelled-status-wrong",
+        "failed-credits-not-zero",
+        "output-url-relative",
         # body shapes (spec §4 rule 2, §6 Delivery request)
         "body-not-json-object",
         "callback-body-without-webhook-id",
         "inline-body-flattened",
         "output-url-missing-in-callback-data",
+        "registered-body-flattened",
         # the delivery request (spec §6 Delivery request)
         "attempt-header-constant",
         "attempt-header-from-zero",
@@ -71,12 +82,17 @@ NAMES: Final = frozenset(
         "event-header-mismatch",
         "generation-header-mismatch",
         "signature-header-reordered",
+        "headers-branded",
         # signatures and secrets (spec §5.6, §6 Signature)
         "per-key-secret-rotates",
         "per-key-secret-shared",
         "registered-signed-with-key-secret",
         "retries-signed-wrongly",
         "signature-hmac-sha512",
+        "signature-hex-uppercase",
+        "signature-standard-webhooks-keying",
+        "signature-timestamp-milliseconds",
+        "retry-timestamp-stale",
     }
 )
 
@@ -90,9 +106,16 @@ def active(faults: Faults) -> bool:
 
 
 def suppressed(
-    faults: Faults, event: str, generation_type: str, events: tuple[str, ...], default: bool
+    faults: Faults,
+    event: str,
+    generation_type: str,
+    events: tuple[str, ...],
+    default: bool,
+    operation: str = "",
 ) -> bool:
     """Whether a fault drops this event. *default*: the binding named no events."""
+    if faults.on("edit-events-not-sent") and operation == "images.edit":
+        return True
     if faults.on("image-events-not-sent") and generation_type == "image":
         return True
     if faults.on("video-events-not-sent") and generation_type == "video":
@@ -104,6 +127,21 @@ def suppressed(
     if default and faults.on("failed-not-sent-by-default"):
         return event == "generation.failed"
     return False
+
+
+def sent_anyway(faults: Faults, event: str, events: tuple[str, ...]) -> bool:
+    """Whether a fault sends an event the binding did not subscribe to: the listed events
+    added to the defaults instead of replacing them."""
+    defaults = ("generation.completed", "generation.failed")
+    return faults.on("events-added-to-defaults") and event in defaults
+
+
+def known_events_only(faults: Faults, value: Any, known: tuple[str, ...]) -> Any:
+    """An events field with unknown names silently dropped (under its fault)."""
+    if faults.on("unknown-event-names-accepted") and isinstance(value, list):
+        kept = [item for item in value if item in known]
+        return kept or None
+    return value
 
 
 def event_id(faults: Faults, honest: str) -> str:
@@ -146,6 +184,12 @@ def envelope(faults: Faults, built: dict[str, Any], mode: str) -> dict[str, Any]
         data["error_message"] = "no error"
     if faults.on("error-message-empty-on-failure") and failed:
         data["error_message"] = ""
+    if faults.on("cancelled-status-wrong") and data.get("status") == "cancelled":
+        data["status"] = "canceled"
+    if faults.on("failed-credits-not-zero") and failed:
+        data["credits_used"] = max(1, int(data.get("credits_used") or 0))
+    if faults.on("output-url-relative") and isinstance(data.get("output_url"), str):
+        data["output_url"] = "/" + str(data["output_url"]).split("/", 3)[-1]
     if faults.on("credits-used-not-integer"):
         data["credits_used"] = str(data.get("credits_used"))
     changed["data"] = data
@@ -171,6 +215,8 @@ def body(
         data = dict(result["data"])
         data.pop("output_url", None)
         result["data"] = data
+    if faults.on("registered-body-flattened") and mode == "registered":
+        result = flatten(built)
     if faults.on("body-not-json-object"):
         result = [result]
     return result
@@ -179,11 +225,26 @@ def body(
 # -- the delivery request ----------------------------------------------------------------
 
 
-def _signature(secret_value: str, timestamp: int, raw: bytes, algorithm: str = "sha256") -> str:
-    digest = hmac.new(
-        secret_value.encode("utf-8"), f"{timestamp}.".encode("ascii") + raw, algorithm
-    ).hexdigest()[:64]
+def _signature(
+    secret_value: str | bytes, timestamp: int | str, raw: bytes, algorithm: str = "sha256"
+) -> str:
+    key = secret_value if isinstance(secret_value, bytes) else secret_value.encode("utf-8")
+    digest = hmac.new(key, f"{timestamp}.".encode("ascii") + raw, algorithm).hexdigest()[:64]
     return f"t={timestamp},v1={digest}"
+
+
+def _standard_webhooks_key(secret_value: str) -> bytes:
+    """The Standard Webhooks keying: strip whsec_ and base64-decode the rest."""
+    if secret_value.startswith("whsec_"):
+        try:
+            return base64.b64decode(secret_value.removeprefix("whsec_"), validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    return secret_value.encode("utf-8")
+
+
+#: The t of each delivery's first attempt (for retry-timestamp-stale).
+_FIRST_T: dict[str, int] = {}
 
 
 def rewrite_request(
@@ -194,6 +255,7 @@ def rewrite_request(
     attempt: int,
     body: bytes,
     secret_value: str,
+    delivery_id: str = "",
 ) -> tuple[str, dict[str, str]]:
     """The method and headers of one attempt with the on faults applied (spec §6)."""
     changed = dict(headers)
@@ -210,6 +272,18 @@ def rewrite_request(
     if faults.on("generation-header-mismatch"):
         changed["X-Service-Generation"] = "gen_" + secrets.token_hex(12)
     timestamp = int(time.time())
+    if faults.on("signature-standard-webhooks-keying"):
+        key = _standard_webhooks_key(secret_value)
+        changed["X-Service-Signature"] = _signature(key, timestamp, body)
+    if faults.on("signature-timestamp-milliseconds"):
+        millis = int(time.time() * 1000)
+        changed["X-Service-Signature"] = _signature(secret_value, millis, body)
+    if faults.on("retry-timestamp-stale"):
+        first = _FIRST_T.setdefault(delivery_id, timestamp - 10)
+        changed["X-Service-Signature"] = _signature(secret_value, first, body)
+    if faults.on("signature-hex-uppercase"):
+        t_part, v1_part = changed["X-Service-Signature"].split(",")
+        changed["X-Service-Signature"] = f"{t_part},{v1_part.upper().replace('V1=', 'v1=')}"
     if faults.on("signature-hmac-sha512"):
         changed["X-Service-Signature"] = _signature(secret_value, timestamp, body, "sha512")
     if faults.on("retries-signed-wrongly") and attempt > 1:
@@ -217,6 +291,15 @@ def rewrite_request(
     if faults.on("signature-header-reordered"):
         t_part, v1_part = changed["X-Service-Signature"].split(",")
         changed["X-Service-Signature"] = f"{v1_part},{t_part}"
+    if faults.on("headers-branded"):
+        changed = {
+            (
+                "X-Acme-" + name.removeprefix("X-Service-")
+                if name.startswith("X-Service-")
+                else name
+            ): value
+            for name, value in changed.items()
+        }
     return method, changed
 
 

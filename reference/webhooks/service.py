@@ -60,7 +60,7 @@ from reference.store import Store
 
 from . import envelopes, event_faults, url_faults
 from .dispatcher import DeliveryPolicy, Dispatcher
-from .envelopes import DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
+from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
 from .schema import OUTCOMES
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
@@ -166,6 +166,7 @@ class WebhookService:
             attempt=request.attempt,
             body=request.body,
             secret_value=request.secret,
+            delivery_id=request.delivery_id,
         )
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -259,7 +260,10 @@ class WebhookService:
         if webhook and webhook.get("id") is None and webhook.get("url") is None:
             if "webhook-without-target-accepted" not in self.faults.enabled:
                 raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
-        events = parse_events(webhook.get("events"), where="webhook.events")
+        requested = webhook.get("events")
+        if event_faults.active(self.faults):
+            requested = event_faults.known_events_only(self.faults, requested, ALL_EVENTS)
+        events = parse_events(requested, where="webhook.events")
         candidates: dict[str, Binding] = {}
         if webhook.get("id") is not None:
             candidates["id"] = await self._registered_binding(webhook["id"], events, key)
@@ -408,15 +412,18 @@ class WebhookService:
         subscribed = event in binding.events or (
             event == EVENT_CANCELLED and self.faults.on("cancelled-sent-unsubscribed")
         )
-        if not subscribed:
-            return
         faulty = event_faults.active(self.faults)
+        if not subscribed and not (
+            faulty and event_faults.sent_anyway(self.faults, event, binding.events)
+        ):
+            return
         if faulty and event_faults.suppressed(
             self.faults,
             event,
             str(generation["type"]),
             binding.events,
             default=tuple(binding.events) == tuple(DEFAULT_EVENTS),
+            operation=str(generation["operation"]),
         ):
             return
         event_id = envelopes.new_event_id()
