@@ -40,6 +40,8 @@ log = logging.getLogger("reference.webhooks")
 IDLE_POLL_S = 2.0
 #: How long a delivery whose attempt crashed inside the service is left alone.
 INTERNAL_ERROR_COOLDOWN_S = 5.0
+#: How long stop() waits for cancelled tasks to unwind.
+STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     async def start(self) -> None:
         """Start the loop; pending deliveries of a previous run are picked up at once."""
@@ -91,6 +94,7 @@ class Dispatcher:
             return
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="webhook-dispatcher")
 
     async def stop(self) -> None:
@@ -99,21 +103,20 @@ class Dispatcher:
         A cancelled attempt has not been recorded, so it is made again after the next
         start: at-least-once, never lost.
         """
+        self._stopping = True
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-        running = list(self._running.values())
-        for attempt in running:
-            attempt.cancel()
-        for pending in [task, *running]:
-            if pending is None:
-                continue
-            try:
-                await pending
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.exception("webhook dispatcher task failed while stopping")
+        pending = [t for t in [task, *self._running.values()] if t is not None]
+        for each in pending:
+            each.cancel()
+        if pending:
+            _, stuck = await asyncio.wait(pending, timeout=STOP_TIMEOUT_S)
+            for each in stuck:
+                log.error(
+                    "webhook task %s did not stop within %g s", each.get_name(), STOP_TIMEOUT_S
+                )
+        for each in pending:
+            if each.done() and not each.cancelled() and each.exception() is not None:
+                log.error("webhook task %s failed: %r", each.get_name(), each.exception())
         self._running.clear()
 
     def wake(self) -> None:
@@ -131,7 +134,7 @@ class Dispatcher:
         return frozenset(self._running)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             now = time.time()
             self._cooldown = {k: v for k, v in self._cooldown.items() if v > now}
@@ -152,8 +155,11 @@ class Dispatcher:
             if next_at is not None and len(self._running) < self._policy.concurrency:
                 wait = min(max(next_at - time.time(), 0.0), IDLE_POLL_S)
             if wait > 0:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation that races with the event being set, and stop() would hang.
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
 

@@ -264,6 +264,8 @@ class WebhookService:
         if event_faults.active(self.faults):
             requested = event_faults.known_events_only(self.faults, requested, ALL_EVENTS)
         events = parse_events(requested, where="webhook.events")
+        if events is not None and url_faults.active(self.faults):
+            events = url_faults.listed_events(self.faults, events)
         candidates: dict[str, Binding] = {}
         if webhook.get("id") is not None:
             candidates["id"] = await self._registered_binding(webhook["id"], events, key)

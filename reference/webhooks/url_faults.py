@@ -28,7 +28,15 @@ from reference.netguard.urls import parse_ipv4_host
 
 from .envelopes import timestamp_now
 
-__all__ = ["NAMES", "active", "on_refused_redeliver", "order", "skips_loser", "validate"]
+__all__ = [
+    "NAMES",
+    "active",
+    "listed_events",
+    "on_refused_redeliver",
+    "order",
+    "skips_loser",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -180,8 +188,14 @@ NAMES: Final = (
     | {"inline-mode-mislabelled"}
     | frozenset(_REDELIVER_FAULTS)
     | {"losing-callback-unchecked", "webhook-without-target-accepted"}
-    | {"callback-non-string-accepted"}
+    | {"callback-non-string-accepted", "listed-events-dropped"}
 )
+
+
+def listed_events(faults: Faults, events: tuple[str, ...]) -> tuple[str, ...]:
+    """The events a binding subscribes to; under its fault a listed set subscribes to none
+    (a placeholder name no event has, so the defaults do not apply either)."""
+    return ("(dropped)",) if "listed-events-dropped" in faults.enabled else events
 
 
 def skips_loser(faults: Faults, candidates: Mapping[str, Any]) -> bool:

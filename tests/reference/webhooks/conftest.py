@@ -1,40 +1,32 @@
-"""Fixtures for the webhook side's own tests.
+"""Fixtures for the webhook side's own tests (helpers live in ``webhook_harness.py``).
 
-``service_factory`` builds a ``WebhookService`` over a fresh store in ``tmp_path`` with a
-test configuration: the receiver's address (127.0.0.1) allowlisted, names resolved from a
-hosts file the test may rewrite (rebinding), a 1 s delivery timeout so timeout tests stay
-fast, and the spec's 1 s / 2 s backoff. ``receiver`` is a scripted loopback target.
-Everything here talks to 127.0.0.1 only.
+``service_factory`` builds started ``WebhookService`` harnesses over a fresh store in
+``tmp_path`` with a test configuration: the receiver's address (127.0.0.1) allowlisted,
+names resolved from a hosts file the test may rewrite (rebinding), a short delivery
+timeout so timeout tests stay fast, and the spec's 1 s / 2 s backoff. ``receiver`` is a
+scripted loopback target. Everything here talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import secrets
-import sqlite3
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
-import referencing
-from referencing.jsonschema import DRAFT202012
 from scripted_target import Receiver
+from webhook_harness import (
+    MASTER_SECRET,
+    Harness,
+    HarnessFactory,
+    add_account_and_key,
+)
 
-import genapi_spec
 from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
 from reference.faults import Faults
 from reference.netguard import CallbackPolicy, HostsFileResolver
 from reference.store import Store
 from reference.webhooks import SCHEMA_SQL, WebhookService
-
-MASTER_SECRET = "m" * 64
 
 
 @pytest.fixture
@@ -49,97 +41,6 @@ def receiver() -> Iterator[Receiver]:
         yield target
     finally:
         target.stop()
-
-
-@dataclass
-class Harness:
-    """A service under test plus what tests need around it."""
-
-    service: WebhookService
-    store: Store
-    config: Config
-    hosts_file: Path
-    account_id: str
-    key: KeyContext
-    _counter: list[int] = field(default_factory=lambda: [0])
-
-    def rebind(self, name: str, address: str) -> None:
-        """Make ``name`` resolve to ``address`` from now on (hosts file, re-read per lookup)."""
-        self.hosts_file.write_text(f"{address} {name}\n", encoding="utf-8")
-
-    def add_generation(
-        self, *, status: str = "queued", gen_type: str = "image", key: KeyContext | None = None
-    ) -> str:
-        """A row in CORE's generations table (ownership checks read it)."""
-        key = key or self.key
-        self._counter[0] += 1
-        generation_id = f"gen_{secrets.token_hex(8)}"
-        with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO generations (id, account_id, key_id, type, operation, model, prompt,"
-                " params, status, credits_used, credits_day, due_at, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, 'images.generate', 'img-1', 'p', '{}', ?, 5,"
-                " '2026-01-01', 0, '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
-                (generation_id, key.account_id, key.key_id, gen_type, status),
-            )
-        return generation_id
-
-    async def submit(self, body: Mapping[str, Any], key: KeyContext | None = None) -> str:
-        """What CORE does at submit: select the target, then record the binding."""
-        key = key or self.key
-        binding = await self.service.select_target(body, key)
-        generation_id = self.add_generation(key=key)
-        if binding is not None:
-            with self.store.transaction() as conn:
-                self.service.record_binding(conn, generation_id, binding)
-        return generation_id
-
-    def finish(self, generation_id: str, status: str = "completed") -> None:
-        """What CORE does at the end: move the generation and enqueue events, one commit."""
-        generation = {
-            "id": generation_id,
-            "account_id": self.key.account_id,
-            "key_id": self.key.key_id,
-            "type": "image",
-            "model": "img-1",
-            "status": status,
-            "output_url": "http://127.0.0.1:1/outputs/x.png" if status == "completed" else None,
-            "error_message": None if status == "completed" else f"generation {status}",
-            "credits_used": 5 if status == "completed" else 0,
-        }
-        with self.store.transaction() as conn:
-            conn.execute("UPDATE generations SET status = ? WHERE id = ?", (status, generation_id))
-            self.service.enqueue_events(conn, generation)
-        self.service.wake()
-
-    def deliveries(self, generation_id: str) -> list[dict[str, Any]]:
-        listing = self.service.generation_deliveries(self.key.account_id, generation_id)
-        deliveries: list[dict[str, Any]] = listing["deliveries"]
-        return deliveries
-
-
-def _add_account_and_key(conn: sqlite3.Connection, account: str) -> KeyContext:
-    account_id = f"acc_{account}"
-    key_id = f"key_{secrets.token_hex(6)}"
-    conn.execute(
-        "INSERT INTO accounts (id, name, email, password_hash, tier, created_at)"
-        " VALUES (?, ?, ?, 'x', 'standard', '2026-01-01T00:00:00+00:00')",
-        (account_id, account, f"{account}@example.test"),
-    )
-    conn.execute(
-        "INSERT INTO api_keys (id, account_id, name, scopes, key_hash, created_at)"
-        " VALUES (?, ?, 'k', '[]', ?, '2026-01-01T00:00:00+00:00')",
-        (key_id, account_id, secrets.token_hex(32)),
-    )
-    return KeyContext(
-        key_id=key_id,
-        account_id=account_id,
-        scopes=frozenset(),
-        signing_secret=signing_secret_for(MASTER_SECRET, key_id),
-    )
-
-
-HarnessFactory = Callable[..., Awaitable[Harness]]
 
 
 @pytest.fixture
@@ -171,7 +72,7 @@ async def service_factory(tmp_path: Path) -> AsyncIterator[HarnessFactory]:
         with store.transaction() as conn:
             existing = conn.execute("SELECT id FROM accounts WHERE name = 'primary'").fetchone()
             if existing is None:
-                key = _add_account_and_key(conn, "primary")
+                key = add_account_and_key(conn, "primary")
             else:
                 row = conn.execute(
                     "SELECT id FROM api_keys WHERE account_id = ?", (existing["id"],)
@@ -197,57 +98,3 @@ async def service_factory(tmp_path: Path) -> AsyncIterator[HarnessFactory]:
         await service.stop()
     for store in stores:
         store.close()
-
-
-def add_foreign_key(harness: Harness, account: str = "second") -> KeyContext:
-    with harness.store.transaction() as conn:
-        return _add_account_and_key(conn, account)
-
-
-_REGISTRY: referencing.Registry[Any] | None = None
-
-
-def schema_validator(name: str) -> jsonschema.Draft202012Validator:
-    """A validator for one of the spec's schemas, with every sibling schema resolvable."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        resources = []
-        for schema_name in genapi_spec.schema_names():
-            document = genapi_spec.schema(schema_name)
-            resources.append((document["$id"], DRAFT202012.create_resource(document)))
-        _REGISTRY = referencing.Registry().with_resources(resources)
-    return jsonschema.Draft202012Validator(genapi_spec.schema(name), registry=_REGISTRY)
-
-
-def assert_schema(name: str, instance: Any) -> None:
-    errors = sorted(schema_validator(name).iter_errors(instance), key=str)
-    assert not errors, f"{name}: " + "; ".join(e.message for e in errors[:5])
-
-
-def parse_body(raw: bytes) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(raw)
-    return loaded
-
-
-async def wait_until(
-    predicate: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.02
-) -> None:
-    """Poll a condition (a committed DB state) until it holds, or fail after the deadline."""
-    import anyio
-
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        await anyio.sleep(step_s)
-
-
-def verify_signature(header: str | None, secret: str, raw_body: bytes) -> int:
-    """Check ``t=..,v1=..`` against HMAC-SHA256(secret, t + "." + raw body); return t."""
-    assert header is not None, "no X-Service-Signature header"
-    parts = dict(part.split("=", 1) for part in header.split(","))
-    expected = hmac.new(
-        secret.encode("utf-8"), parts["t"].encode() + b"." + raw_body, hashlib.sha256
-    ).hexdigest()
-    assert hmac.compare_digest(parts["v1"], expected), "signature does not verify"
-    return int(parts["t"])

@@ -12,7 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import (
+from scripted_target import Receiver, Reply
+from webhook_harness import (
     Harness,
     HarnessFactory,
     assert_schema,
@@ -20,7 +21,6 @@ from conftest import (
     verify_signature,
     wait_until,
 )
-from scripted_target import Receiver, Reply
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 
 import pytest
-from conftest import assert_schema
+from webhook_harness import assert_schema
 
 from genapi_spec import API_VERSION
 from reference.webhooks import envelopes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import HarnessFactory, add_foreign_key
+from webhook_harness import HarnessFactory, add_foreign_key
 
 from reference.errors import ApiError
 
