@@ -1,0 +1,220 @@
+"""Contract fuzzing: requests drawn from the OpenAPI document, answers held to the spec.
+
+Schemathesis draws bodies, query strings and path ids for the spec's ``/v1`` operations
+(spec §4) from ``openapi/generation-api.yaml``, in positive mode (data the schemas allow)
+and negative mode (data they forbid), bounded and derandomised
+(:mod:`conformance.fuzzing`). Each check sends its drawn requests itself through ``api``
+with the primary key (whose tier is generous; no rate budget is at stake) and judges only
+what the spec states:
+
+* a 202 answer carries the generation's id (GEN-ID-01);
+* an outcome filter outside the four outcomes is answered 400 (REC-HOOK-05);
+* no request, valid or not, is answered 5xx (ERR-5XX-01, an interpretation: warns).
+
+Safety: every drawn delivery target is replaced by the check's receiver endpoint or by a
+URL the spec says MUST be refused, aimed at the discard port 9 (:func:`make_safe`).
+Positive reads use real resources of the primary account (:class:`OperationPaths`), so
+the fuzzer reaches past the 404 of an unknown id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from conformance.client import ApiClient
+from conformance.fuzzing import (
+    FuzzCase,
+    GenerationMode,
+    documented_schema,
+    draw_cases,
+    load_schema,
+    send_kwargs,
+)
+from conformance.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.profile import Profile
+from conformance.receiver import Endpoint, Receiver
+from conformance.secrets import Redactor
+from genapi_spec import validator
+
+#: Drawn requests per operation and mode: enough to meet every field of the small bodies
+#: of spec §4 in both modes, few enough for about a second per operation.
+MAX_EXAMPLES: Final = 20
+#: Spec §2, §4: the four outcome filter values; any other gives 400.
+OUTCOMES: Final = frozenset({"delivered", "failed", "pending_retry", "exhausted"})
+#: How many offending exchanges a failure message quotes.
+QUOTED: Final = 5
+
+V1_OPERATIONS: Final = [op for op in operations() if op.public]
+SUBMITS: Final = [op for op in V1_OPERATIONS if op.submit]
+
+
+@pytest.fixture(scope="module")
+def fuzz_schema(profile: Profile) -> Any:
+    """The Schemathesis schema of the document, aimed at the profile's base URL."""
+    return load_schema(profile.base_url)
+
+
+@pytest.fixture(scope="module")
+def real_paths(
+    profile: Profile, redactor: Redactor, receiver: Receiver
+) -> Iterator[OperationPaths]:
+    """Real ids of the primary account (a generation, its delivery, a webhook)."""
+    with operation_paths(profile, redactor, receiver, "contract-fuzz") as paths:
+        yield paths
+
+
+def _path_parameters(operation: Operation, paths: OperationPaths) -> dict[str, str] | None:
+    """The real id for *operation*'s ``{id}``, or ``None`` when it has no parameter."""
+    if "{id}" not in operation.path:
+        return None
+    concrete = paths.path(operation)
+    prefix, _, suffix = operation.path.partition("{id}")
+    return {"id": concrete.removeprefix(prefix).removesuffix(suffix)}
+
+
+def _send(api: ApiClient, fuzz: FuzzCase) -> httpx.Response:
+    # patient=False: a 429 is an answer like any other here (and the primary tier is
+    # generous); the drawn request is sent as drawn, with the primary key.
+    response: httpx.Response = api.request(
+        fuzz.method, fuzz.path, patient=False, **send_kwargs(fuzz)
+    )
+    return response
+
+
+def _shown(fuzz: FuzzCase, response: httpx.Response) -> str:
+    """One offending exchange, short: request line, drawn body, status and body."""
+    query = f"?{response.request.url.query.decode()}" if response.request.url.query else ""
+    body = repr(fuzz.body)[:160] if fuzz.has_body else "(no body)"
+    return (
+        f"{fuzz.method} {fuzz.path}{query} [{fuzz.mode.value}] body={body} -> "
+        f"{response.status_code} {response.text[:160]!r}"
+    )
+
+
+def _quote(found: Sequence[str]) -> str:
+    more = f"; and {len(found) - QUOTED} more" if len(found) > QUOTED else ""
+    return "; ".join(found[:QUOTED]) + more
+
+
+def _draw(
+    schema: Any,
+    operation: Operation,
+    mode: GenerationMode,
+    safe_urls: Sequence[str],
+    path_parameters: dict[str, str] | None = None,
+    max_examples: int = MAX_EXAMPLES,
+) -> list[FuzzCase]:
+    return draw_cases(
+        schema,
+        operation.method,
+        operation.path,
+        mode=mode,
+        max_examples=max_examples,
+        safe_urls=safe_urls,
+        path_parameters=path_parameters,
+    )
+
+
+@pytest.mark.requirement("GEN-ID-01")
+@pytest.mark.parametrize("operation", SUBMITS, ids=[op.param_id for op in SUBMITS])
+def test_fuzz_submit_accepted_answer_carries_generation_id(
+    api: ApiClient, fuzz_schema: Any, endpoint: Endpoint, operation: Operation
+) -> None:
+    """Every 202 to a drawn valid submit carries the generation's id as a non-empty string."""
+    schema_name = documented_schema(operation.operation_id, 202)
+    assert schema_name is not None, f"the document gives no 202 body for {operation.path}"
+    accepted_body = validator(schema_name)
+    cases = _draw(fuzz_schema, operation, GenerationMode.POSITIVE, [endpoint.url])
+    accepted = 0
+    broken: list[str] = []
+    for fuzz in cases:
+        response = _send(api, fuzz)
+        if response.status_code != 202:
+            continue
+        accepted += 1
+        try:
+            body = response.json()
+        except ValueError:
+            broken.append(_shown(fuzz, response) + " (not JSON)")
+            continue
+        errors = [error.message for error in accepted_body.iter_errors(body)]
+        if errors:
+            broken.append(_shown(fuzz, response) + f" ({'; '.join(errors)[:160]})")
+    if accepted == 0:
+        pytest.skip(
+            f"none of {len(cases)} drawn valid submits to {operation.path} was answered 202, "
+            "so no 202 body could be checked (the submit checks judge the statuses)"
+        )
+    assert not broken, (
+        f"GEN-ID-01: expected every 202 body to carry a non-empty string id ({schema_name} "
+        f"schema); {len(broken)} of {accepted} did not: {_quote(broken)}"
+    )
+
+
+@pytest.mark.requirement("ERR-5XX-01")
+@pytest.mark.parametrize("operation", V1_OPERATIONS, ids=[op.param_id for op in V1_OPERATIONS])
+def test_fuzz_operation_drawn_requests_get_no_5xx(
+    api: ApiClient,
+    fuzz_schema: Any,
+    endpoint: Endpoint,
+    real_paths: OperationPaths,
+    operation: Operation,
+) -> None:
+    """No drawn request to a /v1 operation, valid or not, is answered with a 5xx status."""
+    # Valid data aims at real resources (else every read ends at the 404 of an unknown
+    # id); invalid data keeps the drawn ids, which are part of what is invalid.
+    cases = _draw(
+        fuzz_schema,
+        operation,
+        GenerationMode.POSITIVE,
+        [endpoint.url],
+        _path_parameters(operation, real_paths),
+    ) + _draw(fuzz_schema, operation, GenerationMode.NEGATIVE, [endpoint.url])
+    errors: list[str] = []
+    for fuzz in cases:
+        response = _send(api, fuzz)
+        if response.status_code >= 500:
+            errors.append(_shown(fuzz, response))
+    assert not errors, (
+        f"ERR-5XX-01: expected no 5xx to any of {len(cases)} drawn requests; "
+        f"{len(errors)} got one: {_quote(errors)}"
+    )
+
+
+@pytest.mark.console
+@pytest.mark.requirement("REC-HOOK-05")
+def test_fuzz_webhook_deliveries_unknown_outcome_answers_400(
+    api: ApiClient, fuzz_schema: Any, real_paths: OperationPaths
+) -> None:
+    """Every drawn outcome filter outside delivered, failed, pending_retry, exhausted gets 400."""
+    (operation,) = [op for op in V1_OPERATIONS if op.operation_id == "listWebhookDeliveries"]
+    cases = _draw(
+        fuzz_schema,
+        operation,
+        GenerationMode.NEGATIVE,
+        [],
+        _path_parameters(operation, real_paths),
+        max_examples=2 * MAX_EXAMPLES,
+    )
+    judged = 0
+    wrong: list[str] = []
+    for fuzz in cases:
+        sent = send_kwargs(fuzz).get("params", {}).get("outcome")
+        if not isinstance(sent, str) or sent in OUTCOMES:
+            continue  # no outcome, a repeated one, or a valid one: not this rule
+        judged += 1
+        response = _send(api, fuzz)
+        if response.status_code != 400:
+            wrong.append(_shown(fuzz, response))
+    if judged == 0:
+        raise RuntimeError(
+            f"harness: none of {len(cases)} drawn requests had an unknown outcome value"
+        )
+    assert not wrong, (
+        f"REC-HOOK-05: expected 400 for every unknown outcome filter value; "
+        f"{len(wrong)} of {judged} got another status: {_quote(wrong)}"
+    )
