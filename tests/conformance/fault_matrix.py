@@ -1,0 +1,201 @@
+"""Helpers of the fault matrix (``test_fault_matrix*.py``): the fault registry, runs of the
+suite against the embedded reference, and the judgement "was this fault caught?".
+
+Everything goes through the command lines users have: ``genapi-conformance faults --json``
+for the registry and ``genapi-conformance run --fault NAME --only ID`` for a run, each in a
+subprocess. The matrix thereby proves what a user would see, and it never shares a
+process (an event loop, pytest's plugin manager, the hypothesis settings) with the test
+run that drives it: pytest inside pytest in one process is a different thing from the
+suite a user runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from conformance.cli import EXIT_FAILED
+
+__all__ = [
+    "FAULT_RUN_TIMEOUT_S",
+    "FULL_RUN_TIMEOUT_S",
+    "RegisteredFault",
+    "SuiteRun",
+    "fault_problem",
+    "registry",
+    "run_suite",
+    "share",
+]
+
+#: A run of the checks of one requirement: the reference's start (~1 s), the suite's start
+#: and collection (~2 s) and a few checks, some of which wait out delivery deadlines.
+FAULT_RUN_TIMEOUT_S = 240.0
+#: The whole suite, timing-bound webhook chains included, on a loaded machine.
+FULL_RUN_TIMEOUT_S = 840.0
+_REGISTRY_TIMEOUT_S = 60.0
+#: How much of a run's output a failure message quotes.
+_TAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class RegisteredFault:
+    """One entry of the reference's fault registry, as ``faults --json`` lists it."""
+
+    name: str
+    requirement_id: str
+    description: str
+
+
+@cache
+def registry() -> tuple[RegisteredFault, ...]:
+    """The fault registry, read through ``genapi-conformance faults --json``.
+
+    Read through the CLI rather than by importing ``reference.faults`` (which tests may
+    do): the suite's side of the project only ever meets the reference as a process, and
+    the matrix stays on that side, on the same path a user has. A test next to the matrix
+    pins the listing to the registry itself.
+    """
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "faults", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=_REGISTRY_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"`genapi-conformance faults --json` exited {done.returncode}: "
+            f"{done.stderr[-_TAIL_CHARS:]}"
+        )
+    rows: list[dict[str, str]] = json.loads(done.stdout)
+    return tuple(
+        RegisteredFault(row["name"], row["requirement_id"], row["description"]) for row in rows
+    )
+
+
+def share(faults: Sequence[RegisteredFault], part: int, parts: int) -> list[RegisteredFault]:
+    """The faults of one part of the matrix, chosen by a stable hash of the fault's name.
+
+    The project runs its tests with ``-n 2 --dist loadfile``: a test module is the unit
+    pytest-xdist hands to a worker, so the matrix is spread over more than one module. A
+    hash (not a position in the registry) keeps a fault in its part when others are added.
+    """
+    return [f for f in faults if zlib.crc32(f.name.encode()) % parts == part]
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One ``genapi-conformance run``: its exit code, output and ``results.json``."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    report_dir: Path
+    results: dict[str, Any] | None
+
+    def requirement(self, requirement_id: str) -> dict[str, Any] | None:
+        """The entry of ``requirement_id`` in ``results.json`` (None when absent)."""
+        if self.results is None:
+            return None
+        for entry in self.results["requirements"]:
+            if entry["id"] == requirement_id:
+                found: dict[str, Any] = entry
+                return found
+        return None
+
+    def describe(self) -> str:
+        """The command and the ends of its output, for a failure message."""
+        return (
+            f"\n--- command: {' '.join(self.argv[1:])} (exit {self.returncode})"
+            f"\n--- stdout (end):\n{self.stdout[-_TAIL_CHARS:]}"
+            f"\n--- stderr (end):\n{self.stderr[-_TAIL_CHARS:]}"
+        )
+
+
+def run_suite(
+    report_dir: Path,
+    *,
+    faults: Sequence[str] = (),
+    only: Sequence[str] = (),
+    workers: int | None = None,
+    timeout: float = FAULT_RUN_TIMEOUT_S,
+) -> SuiteRun:
+    """``genapi-conformance run`` against the embedded reference, in a subprocess.
+
+    The subprocess works in ``report_dir``'s parent (nothing lands in the checkout), and
+    ``GENAPI_PROFILE`` is dropped so the run always starts the embedded reference.
+    ``workers=None`` keeps the CLI's default (two xdist workers, as users run it).
+    """
+    argv = [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir)]
+    for name in faults:
+        argv += ["--fault", name]
+    for requirement_id in only:
+        argv += ["--only", requirement_id]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
+    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
+    report_dir.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(  # noqa: S603 (our own interpreter and module)
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=report_dir.parent,
+        env=env,
+        check=False,
+    )
+    results_path = report_dir / "results.json"
+    results: dict[str, Any] | None = None
+    if results_path.is_file():
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    return SuiteRun(tuple(argv), done.returncode, done.stdout, done.stderr, report_dir, results)
+
+
+def _checks_of(entry: dict[str, Any]) -> str:
+    return "; ".join(f"{e['check']} -> {e['verdict']}" for e in entry["evidence"])
+
+
+def fault_problem(fault: RegisteredFault, run: SuiteRun) -> str | None:
+    """Why ``run`` (the checks of the fault's requirement, against the reference with the
+    fault) does not show the fault caught; None when it is.
+
+    Caught means the requirement's verdict is ``fail`` for a MUST and ``warn`` for an
+    INTERPRETATION (the suite never fails a target for its own assumption), and, for a
+    MUST, the run exits 1 as a user's CI would see it.
+    """
+    rid = fault.requirement_id
+    label = f"fault {fault.name} ({rid}: {fault.description})"
+    if run.results is None:
+        return f"{label}: the run wrote no results.json{run.describe()}"
+    entry = run.requirement(rid)
+    if entry is None:
+        return f"{label}: results.json has no entry for {rid}{run.describe()}"
+    verdict = entry["verdict"]
+    if not entry["evidence"]:
+        return f"{label} has no check citing {rid} (verdict {verdict}: {entry['reason']})"
+    expected = "fail" if entry["level"] == "MUST" else "warn"
+    if entry.get("party") == "client":
+        return (
+            f"{label}: {rid} is a client's duty, which only the suite's own client can "
+            f"break; a fault of the reference cannot be caught there"
+        )
+    if verdict != expected:
+        return (
+            f"{label} not caught: {rid} ({entry['level']}) got {verdict}, expected "
+            f"{expected}: {entry['reason']}\n--- checks: {_checks_of(entry)}"
+        )
+    if expected == "fail" and run.returncode != EXIT_FAILED:
+        return (
+            f"{label}: {rid} failed but the run exited {run.returncode}, not "
+            f"{EXIT_FAILED}{run.describe()}"
+        )
+    return None
