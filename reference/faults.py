@@ -362,6 +362,11 @@ _REGISTRY: tuple[Fault, ...] = (
         'GET /v1/generations/{id} shows an inline binding with mode "callback"',
     ),
     Fault(
+        "listed-events-dropped",
+        "TARGET-BIND-04",
+        "a binding that lists its events receives none of them",
+    ),
+    Fault(
         "losing-callback-unchecked",
         "TARGET-ORDER-05",
         "a callback_url that loses to webhook.id or webhook.url is not validated",

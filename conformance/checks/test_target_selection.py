@@ -185,6 +185,30 @@ def test_target_losing_callback_url_receives_nothing(
     )
 
 
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        pytest.param("completed", id="events-generation.completed"),
+        pytest.param("failed", id="events-generation.failed", marks=pytest.mark.sandbox),
+    ],
+)
+@pytest.mark.requirement("TARGET-BIND-04")
+def test_target_listed_event_delivered_to_binding(
+    api: ApiClient, profile: Profile, endpoint: Endpoint, outcome: str
+) -> None:
+    """An event listed in webhook.events is delivered to the binding's target when it occurs."""
+    event = f"generation.{outcome}"
+    prompt = SUBMIT_PROMPT if outcome == "completed" else profile.sandbox.fail_prompt
+    body = {"prompt": prompt, **target_body("webhook.url", endpoint.url, events=(event,))}
+    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-04")
+    try:
+        (delivery, *_) = endpoint.wait_for(1, delivery_deadline(profile))
+    except AssertionError as missing:
+        raise AssertionError(f"TARGET-BIND-04: expected {event} at the target; {missing}") from None
+    seen = delivery.json().get("event") if delivery.raw_body else None
+    assert seen == event, f"TARGET-BIND-04: expected the event {event}, saw {seen!r}"
+
+
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-BIND-01")
 def test_target_webhook_id_alone_delivers_to_registered_url(
