@@ -1,0 +1,193 @@
+"""conformance.fuzzing: the bundled document, drawn cases, and the URL-safety override.
+
+The safety property is the point (DESIGN.md "Safety rules"): whatever Schemathesis draws,
+a body sent by the fuzz checks holds no delivery target other than the given safe URLs
+and the reject vectors. These tests draw many bodies of every operation that takes one,
+in both modes, and look at every string in them. No network: cases are drawn, not sent.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conformance import fuzzing
+from conformance.fuzzing import REJECT_URLS, GenerationMode, make_safe, unsafe_strings
+from conformance.operations import operations
+
+SAFE = ("http://127.0.0.1:5555/hooks/fuzz-0123",)
+BODY_OPERATIONS = [op for op in operations(extensions=True) if op.has_body]
+
+
+@pytest.fixture(scope="module")
+def schema() -> Any:
+    return fuzzing.load_schema("http://127.0.0.1:9")
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref"] + [
+            r for v in node.values() for r in _refs(v)
+        ]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_bundled_document_refers_only_inside_itself() -> None:
+    document = fuzzing.bundled_document()
+    refs = _refs(document)
+    assert refs and all(ref.startswith("#/components/") for ref in refs), sorted(set(refs))[:5]
+    assert "$id" not in json.dumps(document), "a $id would make a resolver fetch its host"
+    assert "webhooks" not in document
+
+
+def test_bundled_document_refs_all_resolve() -> None:
+    document = fuzzing.bundled_document()
+    for ref in set(_refs(document)):
+        node: Any = document
+        for part in ref.removeprefix("#/").split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+        assert isinstance(node, dict), ref
+
+
+@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    "operation", BODY_OPERATIONS, ids=[op.operation_id for op in BODY_OPERATIONS]
+)
+def test_drawn_bodies_hold_only_safe_delivery_targets(
+    schema: Any, operation: Any, mode: GenerationMode
+) -> None:
+    cases = fuzzing.draw_cases(
+        schema, operation.method, operation.path, mode=mode, max_examples=30, safe_urls=SAFE
+    )
+    assert len(cases) >= 8, f"expected many distinct drawn cases, got {len(cases)}"
+    for case in cases:
+        assert unsafe_strings(case.body, SAFE) == [], case.body
+        if case.has_body and isinstance(case.body, dict):
+            for field in ("callback_url", "url"):
+                value = case.body.get(field)
+                assert not isinstance(value, str) or value in SAFE + REJECT_URLS, value
+
+
+def test_drawn_submits_do_reach_the_url_fields(schema: Any) -> None:
+    """The override is exercised: drawn bodies put both safe and reject URLs in targets."""
+    cases = fuzzing.draw_cases(
+        schema,
+        "POST",
+        "/v1/images/generate",
+        mode=GenerationMode.POSITIVE,
+        max_examples=60,
+        safe_urls=SAFE,
+    )
+    targets = {
+        value
+        for case in cases
+        if isinstance(case.body, dict)
+        for value in (
+            case.body.get("callback_url"),
+            (case.body.get("webhook") or {}).get("url")
+            if isinstance(case.body.get("webhook"), dict)
+            else None,
+        )
+        if isinstance(value, str)
+    }
+    assert targets & set(SAFE) and targets & set(REJECT_URLS), targets
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text() | st.binary(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["callback_url", "url", "webhook", "events", "id", "prompt"])
+            | st.text(max_size=5),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=20,
+)
+URLISH = st.sampled_from(
+    ["https://example.com/x", "http://8.8.8.8/", "//evil.test/", "evil.test", "ftp://x/"]
+)
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(
+    body=st.dictionaries(
+        st.sampled_from(["callback_url", "webhook", "url", "prompt", "x"]),
+        JSON | URLISH | st.fixed_dictionaries({"url": URLISH, "events": st.just([])}),
+    ),
+    seed=st.integers(0, 2**32),
+)
+def test_make_safe_leaves_no_unsafe_string(body: dict[str, Any], seed: int) -> None:
+    safe = make_safe(body, SAFE, random.Random(seed))
+    assert unsafe_strings(safe, SAFE) == []
+
+
+def test_make_safe_keeps_binding_id_and_events() -> None:
+    body = {"prompt": "p", "webhook": {"id": "wh_1", "events": ["generation.failed"]}}
+    assert make_safe(body, SAFE, random.Random(0)) == body
+
+
+def test_make_safe_replaces_a_public_target_everywhere() -> None:
+    body = {
+        "callback_url": "https://hooks.example.com/x",
+        "webhook": "https://hooks.example.com/y",
+        "other": ["see https://example.com"],
+        "raw": b"http://example.com",
+    }
+    safe = make_safe(body, SAFE, random.Random(1))
+    assert "example.com" not in repr(safe)
+    assert safe["callback_url"] in SAFE + REJECT_URLS
+    assert safe["other"][0] in REJECT_URLS
+
+
+def test_unsafe_strings_sees_a_public_target() -> None:
+    assert unsafe_strings({"webhook": {"url": "https://example.com"}}, SAFE) == [
+        "https://example.com"
+    ]
+    assert unsafe_strings({"note": "http://example.com"}, SAFE) == ["http://example.com"]
+
+
+def test_reject_urls_aim_at_the_discard_port_or_cannot_connect() -> None:
+    for url in REJECT_URLS:
+        assert ":9/" in url or url.startswith("file:"), url
+
+
+@pytest.mark.parametrize(
+    ("operation_id", "status", "expected"),
+    [
+        ("generateImage", 202, "generation-accepted"),
+        ("getAccountTier", 200, "tier-record"),
+        ("createWebhook", 201, "registered-webhook-created"),
+        ("listWebhookDeliveries", 400, "error"),
+        ("getHealth", 200, None),
+        ("generateImage", 500, None),
+    ],
+)
+def test_documented_schema(operation_id: str, status: int, expected: str | None) -> None:
+    assert fuzzing.documented_schema(operation_id, status) == expected
+
+
+def test_send_kwargs_sends_json_or_raw_content(schema: Any) -> None:
+    cases = fuzzing.draw_cases(
+        schema,
+        "POST",
+        "/v1/videos/generate",
+        mode=GenerationMode.NEGATIVE,
+        max_examples=40,
+        safe_urls=SAFE,
+    )
+    for case in cases:
+        kwargs = fuzzing.send_kwargs(case)
+        assert "authorization" not in {k.lower() for k in kwargs["headers"]}
+        assert ("json" in kwargs) != ("content" in kwargs) or not case.has_body
+        for value in kwargs.get("params", {}).values():
+            assert isinstance(value, str | list)
