@@ -378,7 +378,9 @@ def host_is_this_machine(host: str) -> bool:
     return bool(address.is_loopback or int(address) >> 24 == 0)
 
 
-_PORT_9: Final = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*):9(?=[/?#]|$)")
+_PORT_9: Final = re.compile(
+    rf"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^/?#]*):{DISCARD_PORT}(?=[/?#]|$)"
+)
 
 
 def aim(url: str, canary_port: int | None) -> str:
