@@ -25,7 +25,7 @@ from conformance.events import (
     register_webhook,
     target_body,
 )
-from conformance.operations import SUBMIT_PROMPT
+from conformance.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.profile import CapabilityMissing, Profile
 from conformance.receiver import Endpoint
 
@@ -62,10 +62,10 @@ def _credits_used(api: ApiClient, profile: Profile, role: str) -> int:
         )
     response = api.request("GET", usage.path, role=role)
     if response.status_code != 200:
-        pytest.fail(f"setup: GET {usage.path} answered {describe(response)}", pytrace=False)
+        raise SetupFailed(f"setup: GET {usage.path} answered {describe(response)}")
     value = response.json().get(usage.field) if response.content else None
     if not isinstance(value, int):
-        pytest.fail(f"setup: {usage.path} has no integer {usage.field!r}: {describe(response)}")
+        raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
     return value
 
 
