@@ -37,6 +37,7 @@ from typing import Any, Final
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.core import NOT_SET
 
@@ -265,7 +266,8 @@ def draw_cases(
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
 ) -> list[FuzzCase]:
-    """At most *max_examples* cases of one operation, deterministic for a given document.
+    """At most *max_examples* cases of one operation, deterministic for a given document
+    (none when the mode has nothing to draw, e.g. negative data without parameters).
 
     Each body goes through :func:`make_safe` with *safe_urls*; *path_parameters*, when
     given, replace the drawn ones (so a read hits a real resource of the account).
@@ -320,27 +322,34 @@ def draw_cases(
             )
         )
 
-    collect()
+    try:
+        collect()
+    except Unsatisfiable:
+        # Nothing to draw: e.g. negative data for an operation without any parameter.
+        return []
     return drawn
 
 
 def send_kwargs(fuzz: FuzzCase) -> dict[str, Any]:
     """Keyword arguments of :meth:`ApiClient.request` that send *fuzz* as drawn.
 
-    A JSON media type sends the body as JSON; any other (negative mode mutates the media
-    type) sends it as bytes with that Content-Type.
+    The body goes as bytes with the drawn media type as Content-Type: a JSON body is
+    serialised here (``json=None`` would send no body at all, while the drawn body is the
+    JSON ``null``); negative mode also draws other media types and raw bytes.
     """
     kwargs: dict[str, Any] = {"headers": dict(fuzz.headers)}
     if fuzz.params:
         kwargs["params"] = {str(k): _query_value(v) for k, v in fuzz.params.items()}
     if fuzz.has_body:
         media_type = fuzz.media_type or "application/json"
-        if "json" in media_type and not isinstance(fuzz.body, bytes | bytearray):
-            kwargs["json"] = fuzz.body
+        body = fuzz.body
+        if isinstance(body, bytes | bytearray):
+            kwargs["content"] = bytes(body)
+        elif "json" in media_type:
+            kwargs["content"] = json.dumps(body).encode()
         else:
-            body = fuzz.body
-            kwargs["content"] = body if isinstance(body, bytes | bytearray) else str(body)
-            kwargs["headers"]["Content-Type"] = media_type
+            kwargs["content"] = str(body).encode()
+        kwargs["headers"]["Content-Type"] = media_type
     return kwargs
 
 

@@ -188,6 +188,34 @@ def test_send_kwargs_sends_json_or_raw_content(schema: Any) -> None:
     for case in cases:
         kwargs = fuzzing.send_kwargs(case)
         assert "authorization" not in {k.lower() for k in kwargs["headers"]}
-        assert ("json" in kwargs) != ("content" in kwargs) or not case.has_body
+        assert ("content" in kwargs) == case.has_body
+        if case.has_body:
+            assert kwargs["headers"]["Content-Type"] == (case.media_type or "application/json")
         for value in kwargs.get("params", {}).values():
             assert isinstance(value, str | list)
+
+
+def test_send_kwargs_sends_a_json_null_body() -> None:
+    fuzz = fuzzing.FuzzCase(
+        label="POST /x",
+        mode=GenerationMode.NEGATIVE,
+        method="POST",
+        path="/x",
+        params={"limit": [1, 2], "outcome": None, "deep": {"a": 1}},
+        headers={},
+        body=None,
+        has_body=True,
+        media_type="application/json",
+        case=None,
+    )
+    kwargs = fuzzing.send_kwargs(fuzz)
+    assert kwargs["content"] == b"null"
+    assert kwargs["headers"] == {"Content-Type": "application/json"}
+    assert kwargs["params"] == {"limit": ["1", "2"], "outcome": "", "deep": '{"a": 1}'}
+
+
+def test_draw_cases_without_negative_data_is_empty(schema: Any) -> None:
+    cases = fuzzing.draw_cases(
+        schema, "GET", "/healthz", mode=GenerationMode.NEGATIVE, max_examples=5, safe_urls=SAFE
+    )
+    assert cases == []
