@@ -413,54 +413,71 @@ _MAX_CANARY_READERS: Final = 8
 
 
 class _Listener:
-    """One listening socket: one accept thread, at most 8 short-lived reader threads."""
+    """One listening socket: one accept thread, at most 8 short-lived reader threads.
+
+    Connections are accepted (and recorded) only under ``_accept_lock``, so that
+    :meth:`settle` can guarantee that every connection completed before it was called
+    is recorded when it returns: either the accept thread recorded it, or it still waits
+    in the backlog and ``settle`` accepts it itself.
+    """
 
     def __init__(self, canary: Canary, label: str, sock: socket.socket) -> None:
         self.canary = canary
         self.label = label
         self.sock = sock
-        self.sock.settimeout(0.1)  # the accept loop checks for stop at this period
+        self.sock.setblocking(False)
         self.thread = threading.Thread(target=self._run, name=f"canary-{label}", daemon=True)
         self._readers = threading.BoundedSemaphore(_MAX_CANARY_READERS)
+        self._accept_lock = threading.Lock()
 
     @property
     def port(self) -> int:
         return int(self.sock.getsockname()[1])
 
-    def pending(self) -> bool:
-        """Whether a connection waits in the backlog (not yet accepted, so not recorded)."""
-        try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
-            return False  # closed
-        return bool(readable)
-
     def _run(self) -> None:
         while not self.canary._stopping.is_set():
             try:
-                conn, peer = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+                # The loop checks for stop at this period.
+                readable, _, _ = select.select([self.sock], [], [], 0.1)
+            except (OSError, ValueError):
                 return  # closed by stop()
-            # Recorded on accept: a connection is the violation, whatever it sends.
-            index = self.canary._record(
-                CanaryHit(
-                    listener=self.label,
-                    peer=str(peer[0]),
-                    local=str(conn.getsockname()[0]),
-                    arrived_at=time.monotonic(),
-                )
+            if readable:
+                with self._accept_lock:
+                    self._accept_one()
+
+    def settle(self) -> None:
+        """Record every connection waiting in the backlog (bounded)."""
+        with self._accept_lock:
+            for _ in range(1000):
+                if not self._accept_one():
+                    return
+
+    def _accept_one(self) -> bool:
+        """Accept and record one waiting connection; False when none waits."""
+        try:
+            conn, peer = self.sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False  # closed by stop()
+        # Recorded on accept: a connection is the violation, whatever it sends.
+        index = self.canary._record(
+            CanaryHit(
+                listener=self.label,
+                peer=str(peer[0]),
+                local=str(conn.getsockname()[0]),
+                arrived_at=time.monotonic(),
             )
-            if self._readers.acquire(blocking=False):
-                threading.Thread(
-                    target=self._read,
-                    args=(conn, index),
-                    name=f"canary-{self.label}-read",
-                    daemon=True,
-                ).start()
-            else:
-                conn.close()
+        )
+        if self._readers.acquire(blocking=False):
+            reader = threading.Thread(
+                target=self._read, args=(conn, index), name=f"canary-{self.label}-read"
+            )
+            reader.daemon = True
+            reader.start()
+        else:
+            conn.close()
+        return True
 
     def _read(self, conn: socket.socket, index: int) -> None:
         """Read the request line (for the report) and answer, within 2 s."""
@@ -568,18 +585,14 @@ class Canary:
                 hit.listener, hit.peer, hit.local, hit.arrived_at, request_line
             )
 
-    def settle(self, timeout: float = 1.0) -> None:
-        """Let the accept threads record connections already waiting in the backlog.
+    def settle(self) -> None:
+        """Record the connections still waiting in the listeners' backlogs.
 
         A connection completes in the kernel before it is accepted; without this, a
         check could read the hits between an IUT's connect and the accept.
         """
-        deadline = time.monotonic() + timeout
-        while any(listener.pending() for listener in self._listeners):
-            if time.monotonic() >= deadline:
-                return
-            with self._lock:
-                self._lock.wait(0.01)  # woken by _record; bounded by the deadline
+        for listener in self._listeners:
+            listener.settle()
 
     @property
     def hits(self) -> list[CanaryHit]:
