@@ -94,7 +94,7 @@ def test_scripted_statuses_are_used_in_turn_and_the_last_repeats(
 def test_delay_holds_the_reply_without_blocking_other_endpoints(
     server: Receiver, http: httpx.Client
 ) -> None:
-    slow = server.endpoint("slow").respond_with_delay(1.0, then_status=202)
+    slow = server.endpoint("slow").respond_with_delay(2.0, then_status=202)
     fast = server.endpoint("fast")
     results: dict[str, float] = {}
 
@@ -106,13 +106,12 @@ def test_delay_holds_the_reply_without_blocking_other_endpoints(
     thread = threading.Thread(target=call_slow)
     thread.start()
     (held,) = slow.wait_for(1, timeout=5)  # arrived, reply still held
-    start = time.monotonic()
     assert post(http, fast) == 200
-    assert time.monotonic() - start < 0.5  # the threaded server answered meanwhile
+    assert thread.is_alive() and "status" not in results  # answered while the slow one waits
     thread.join(timeout=10)
     assert results["status"] == 202
-    assert results["elapsed"] >= 1.0
-    assert held.replied == Reply(202, delay=1.0)
+    assert results["elapsed"] >= 2.0
+    assert held.replied == Reply(202, delay=2.0)
 
 
 def test_redirect_to_a_canary_endpoint_is_caught_when_followed(
@@ -141,7 +140,7 @@ def test_wait_for_deadline_names_what_arrived(server: Receiver, http: httpx.Clie
     with pytest.raises(DeliveryTimeout) as caught:
         endpoint.wait_for(3, timeout=0.3)
     waited = time.monotonic() - start
-    assert 0.3 <= waited < 2.0
+    assert 0.3 <= waited < 3.0
     message = str(caught.value)
     assert "endpoint 'deadline'" in message and "expected 3 deliveries within 0.3 s" in message
     assert "1 arrived" in message
