@@ -600,6 +600,12 @@ _REGISTRY: tuple[Fault, ...] = (
         "EVT-ENV-06",
         "webhook.id deliveries carry webhook_id null",
     ),
+    # --- contract fuzzing (engineer FUZZ; conformance/checks/test_contract_fuzz.py) ---
+    Fault(
+        "blank-prompt-server-error",
+        "ERR-5XX-01",
+        "a submit whose prompt is the empty string answers 500 instead of 400",
+    ),
 )
 
 #: Every known fault by name.

@@ -261,6 +261,8 @@ class GenerationService:
         if early_spend:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
+        if self.faults.on("blank-prompt-server-error") and body.get("prompt") == "":
+            raise ApiError(500, "internal error")  # the fault: bad input reaches a 5xx
         prompt, model, params = validate_body(operation, body)
         try:
             binding = (
