@@ -26,7 +26,6 @@ Decisions where the spec is silent (documented for the catalog's INTERPRETATION 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import ipaddress
 import json
@@ -59,7 +58,7 @@ from reference.netguard import (
 from reference.store import Store
 
 from . import envelopes, event_faults, url_faults
-from .dispatcher import DeliveryPolicy, Dispatcher
+from .dispatcher import DeliveryPolicy, Dispatcher, run_db
 from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
 from .schema import OUTCOMES
@@ -179,7 +178,7 @@ class WebhookService:
 
     async def start(self) -> None:
         """Close test deliveries cut off by a crash, then resume every pending delivery."""
-        await asyncio.to_thread(self._close_interrupted_tests)
+        await run_db(self._close_interrupted_tests)
         await self.dispatcher.start()
 
     async def stop(self) -> None:
@@ -425,7 +424,7 @@ class WebhookService:
             str(generation["type"]),
             binding.events,
             default=tuple(binding.events) == tuple(DEFAULT_EVENTS),
-            operation=str(generation["operation"]),
+            operation=_operation_of(conn, str(generation["id"])),
         ):
             return
         event_id = envelopes.new_event_id()
@@ -657,7 +656,7 @@ class WebhookService:
 
     async def redeliver(self, account_id: str, delivery_id: str) -> dict[str, Any]:
         """Replay a delivery: re-validate, then one attempt with the original bytes and id."""
-        row = await asyncio.to_thread(get_delivery, self.store, delivery_id)
+        row = await run_db(get_delivery, self.store, delivery_id)
         if row is None or row.account_id != account_id:
             raise ApiError(404, "no delivery with this id in this key's account")
         if self.faults.on("redeliver-skips-revalidation"):
@@ -732,7 +731,7 @@ class WebhookService:
                 options=self.options_for(row),
             )
             outcome = "delivered" if result.succeeded else "failed"
-            await asyncio.to_thread(self._record_manual, record_id, result, trigger, outcome)
+            await run_db(self._record_manual, record_id, result, trigger, outcome)
             log_event(
                 "delivery",
                 delivery_id=record_id,
@@ -772,6 +771,14 @@ class WebhookService:
         from .routes import webhook_routes
 
         return webhook_routes(self)
+
+
+def _operation_of(conn: sqlite3.Connection, generation_id: str) -> str:
+    """The generation's operation (images.edit, ...), for the event faults only."""
+    row = conn.execute(
+        "SELECT operation FROM generations WHERE id = ?", (generation_id,)
+    ).fetchone()
+    return str(row[0]) if row is not None else ""
 
 
 def _binding_from_row(row: sqlite3.Row) -> Binding:
