@@ -234,13 +234,16 @@ def _signature(
 
 
 def _standard_webhooks_key(secret_value: str) -> bytes:
-    """The Standard Webhooks keying: strip whsec_ and base64-decode the rest."""
-    if secret_value.startswith("whsec_"):
+    """The Standard Webhooks keying: strip whsec_ and base64-decode the rest (either
+    alphabet, padding restored); the stripped text when it does not decode."""
+    rest = secret_value.removeprefix("whsec_")
+    padded = rest + "=" * (-len(rest) % 4)
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
         try:
-            return base64.b64decode(secret_value.removeprefix("whsec_"), validate=True)
+            return decode(padded.encode("ascii"))
         except (binascii.Error, ValueError):
-            pass
-    return secret_value.encode("utf-8")
+            continue
+    return rest.encode("utf-8")
 
 
 #: The t of each delivery's first attempt (for retry-timestamp-stale).
