@@ -176,21 +176,32 @@ class Verification:
 # -- diagnosis: alternative keyings, only to explain a mismatch --------------------------
 
 
+def _base64_decodings(text: str) -> Iterator[bytes]:
+    """*text* base64-decoded in the standard and the URL-safe alphabet (padding restored),
+    where it decodes strictly."""
+    padded = text + "=" * (-len(text) % 4)
+    seen: set[bytes] = set()
+    for altchars in (None, b"-_"):
+        try:
+            decoded = base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if decoded and decoded not in seen:
+            seen.add(decoded)
+            yield decoded
+
+
 def _key_variants(name: str, secret: str) -> Iterator[tuple[str, bytes]]:
     """Keys an implementation may have derived from *secret* instead of its UTF-8 bytes."""
+    standard = "the Standard Webhooks keying; the spec's key is the secret string as shown"
     if secret.startswith("whsec_"):
         rest = secret.removeprefix("whsec_")
-        try:
-            decoded = base64.b64decode(rest, validate=True)
-        except (binascii.Error, ValueError):
-            decoded = b""
-        if decoded:
-            yield (
-                f"{name} base64-decoded after stripping whsec_ (the Standard Webhooks "
-                "keying; the spec's key is the secret string as shown)",
-                decoded,
-            )
+        for decoded in _base64_decodings(rest):
+            yield f"{name} base64-decoded after stripping whsec_ ({standard})", decoded
         yield f"{name} without its whsec_ prefix", rest.encode("utf-8")
+    else:
+        for decoded in _base64_decodings(secret):
+            yield f"{name} base64-decoded ({standard})", decoded
 
 
 def _reserialized(raw_body: bytes) -> Iterator[tuple[str, bytes]]:

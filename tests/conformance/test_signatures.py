@@ -202,6 +202,21 @@ def test_alternative_is_named(key: bytes, body: bytes, names: str) -> None:
     assert result.explanation is not None and names in result.explanation, result.message
 
 
+@pytest.mark.parametrize(
+    ("secret", "encode"),
+    [
+        pytest.param("whsec_" + "A-_z" * 8, base64.urlsafe_b64decode, id="whsec-urlsafe"),
+        pytest.param("c2VjcmV0LWtleS1mb3ItdGVzdHM", base64.b64decode, id="unprefixed-unpadded"),
+    ],
+)
+def test_base64_keying_is_named_in_either_alphabet(secret: str, encode: Any) -> None:
+    rest = secret.removeprefix("whsec_")
+    key = encode(rest + "=" * (-len(rest) % 4))
+    result = verify_signature(f"t={T},v1={_sign(key, T, BODY)}", BODY, secret)
+    assert not result.ok
+    assert result.explanation is not None and "base64-decoded" in result.explanation
+
+
 def test_body_without_timestamp_is_named() -> None:
     digest = hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest()
     result = verify_signature(f"t={T},v1={digest}", BODY, SECRET)
