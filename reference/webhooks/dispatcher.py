@@ -22,6 +22,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 
@@ -31,7 +32,9 @@ from reference.store import Store
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
-__all__ = ["DeliveryPolicy", "Dispatcher"]
+__all__ = ["DeliveryPolicy", "Dispatcher", "run_db"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("reference.webhooks")
 
@@ -63,6 +66,21 @@ class DeliveryPolicy:
 SecretLookup = Callable[[DeliveryRow], str]
 OptionsLookup = Callable[[DeliveryRow], SendOptions]
 ClientGetter = Callable[[], Awaitable[httpx.AsyncClient]]
+
+
+async def run_db(function: Callable[..., T], *args: Any) -> T:
+    """Run a store call in a worker thread, and never abandon it half-way.
+
+    A cancelled ``asyncio.to_thread`` returns at once while its thread goes on using a
+    SQLite connection; if the store is closed meanwhile (shutdown) the process can crash.
+    So on cancellation this waits (bounded) for the call to finish, then re-raises.
+    """
+    call = asyncio.ensure_future(asyncio.to_thread(function, *args))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        await asyncio.wait([call], timeout=STOP_TIMEOUT_S)
+        raise
 
 
 class Dispatcher:
@@ -141,13 +159,13 @@ class Dispatcher:
             busy = set(self._running) | set(self._cooldown)
             free = self._policy.concurrency - len(self._running)
             try:
-                due = await asyncio.to_thread(due_deliveries, self._store, now, busy, free)
+                due = await run_db(due_deliveries, self._store, now, busy, free)
                 for row in due:
                     self._running[row.id] = asyncio.create_task(
                         self._deliver(row), name=f"webhook-delivery-{row.id}"
                     )
                 busy = set(self._running) | set(self._cooldown)
-                next_at = await asyncio.to_thread(next_due_at, self._store, busy)
+                next_at = await run_db(next_due_at, self._store, busy)
             except Exception:
                 log.exception("webhook dispatcher could not read the delivery queue")
                 next_at = None
@@ -186,7 +204,7 @@ class Dispatcher:
             # Backoff counts from the end of the failed attempt (spec §6).
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)
-            await asyncio.to_thread(self._commit, row.id, result, outcome, next_at)
+            await run_db(self._commit, row.id, result, outcome, next_at)
             log_event(
                 "delivery",
                 delivery_id=row.id,
