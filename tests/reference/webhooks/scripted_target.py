@@ -48,7 +48,7 @@ class _State:
 class Receiver:
     """Threaded HTTP server on 127.0.0.1 with per-path scripts and raw capture."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._state = _State()
         self._cond = threading.Condition()
         self._release = threading.Event()
@@ -87,7 +87,7 @@ class Receiver:
             do_GET = _handle
             do_PUT = _handle
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
+        self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         # Do not join handler threads at close: one may sit on a keep-alive connection.
         self._server.block_on_close = False
