@@ -1,0 +1,158 @@
+"""The webhook side over HTTP, against the reference running as a process (spec §4, §6).
+
+Uses ``reference_server`` (shared, provisioned, 127.0.0.1/32 allowlisted) from
+``tests/reference/conftest.py`` and the scripted loopback receiver. Run through
+``bash scripts/test tests/reference/webhooks``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+from running_reference import RunningReference, bearer
+from scripted_target import Receiver, Reply
+from webhook_harness import assert_schema, parse_body, verify_signature
+
+POLL_S = 0.05
+
+
+def _deliveries(client: httpx.Client, key: str, generation_id: str) -> dict[str, Any]:
+    response = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
+    assert response.status_code == 200, response.text
+    listing: dict[str, Any] = response.json()
+    return listing
+
+
+def _wait_outcome(
+    client: httpx.Client, key: str, generation_id: str, outcome: str, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """Poll the generation's deliveries until one has ``outcome`` (bounded by a deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        listing = _deliveries(client, key, generation_id)
+        for record in listing["deliveries"]:
+            if record["outcome"] == outcome:
+                return dict(record)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {outcome} delivery for {generation_id}: {listing}")
+        time.sleep(POLL_S)  # polling interval; the deadline bounds the wait
+
+
+def _submit(client: httpx.Client, key: str, body: dict[str, Any]) -> str:
+    response = client.post("/v1/images/generate", json=body, headers=bearer(key))
+    assert response.status_code == 202, response.text
+    generation_id: str = response.json()["id"]
+    return generation_id
+
+
+def test_console_webhook_lifecycle(reference_server: RunningReference, receiver: Receiver) -> None:
+    client = reference_server.client()
+    session = bearer(reference_server.session("primary"))
+    other = bearer(reference_server.session("second"))
+    created = client.post("/api/webhooks", json={"url": receiver.url("/console")}, headers=session)
+    assert created.status_code == 201, created.text
+    hook = created.json()
+    assert_schema("registered-webhook-created", hook)
+    assert hook["secret"].startswith("whsec_")
+    listed = client.get("/api/webhooks", headers=session)
+    assert listed.status_code == 200
+    assert_schema("registered-webhook-list", listed.json())
+    assert hook["id"] in [w["id"] for w in listed.json()["webhooks"]]
+    assert hook["secret"] not in listed.text
+    # An API key does not open console paths; another account's session sees nothing.
+    assert (
+        client.get("/api/webhooks", headers=bearer(reference_server.key("primary"))).status_code
+        == 401
+    )
+    assert hook["id"] not in client.get("/api/webhooks", headers=other).text
+    assert client.post(f"/api/webhooks/{hook['id']}/test", headers=other).status_code == 404
+    assert client.delete(f"/api/webhooks/{hook['id']}", headers=other).status_code == 404
+    tested = client.post(f"/api/webhooks/{hook['id']}/test", headers=session)
+    assert tested.status_code == 200, tested.text
+    assert_schema("webhook-test-response", tested.json())
+    assert tested.json()["outcome"] == "delivered"
+    (arrival,) = receiver.wait_for("/console", 1, timeout_s=5)
+    verify_signature(arrival.header("x-service-signature"), hook["secret"], arrival.body)
+    assert client.delete(f"/api/webhooks/{hook['id']}", headers=session).status_code == 204
+    assert hook["id"] not in client.get("/api/webhooks", headers=session).text
+    refused = client.post("/api/webhooks", json={"url": "http://10.0.0.1:9/"}, headers=session)
+    assert refused.status_code == 400
+    assert refused.json()["detail"]
+
+
+def test_inline_delivery_listed_and_signed_with_key_secret(
+    reference_server: RunningReference, receiver: Receiver
+) -> None:
+    client = reference_server.client()
+    key = reference_server.key("primary")
+    secret = reference_server.profile["keys"]["primary"]["signing_secret"]
+    generation_id = _submit(
+        client, key, {"prompt": "a cat", "webhook": {"url": receiver.url("/h")}}
+    )
+    (arrival,) = receiver.wait_for("/h", 1, timeout_s=10)
+    body = parse_body(arrival.body)
+    assert_schema("strict-event-envelope", body)
+    assert body["data"]["generation_id"] == generation_id
+    verify_signature(arrival.header("x-service-signature"), secret, arrival.body)
+    record = _wait_outcome(client, key, generation_id, "delivered")
+    assert_schema("delivery-record", record)
+    assert record["mode"] == "inline" and record["id"] == body["id"]
+    foreign = bearer(reference_server.key("foreign"))
+    response = client.get(f"/v1/generations/{generation_id}/deliveries", headers=foreign)
+    assert response.status_code == 404
+    shown = client.get(f"/v1/generations/{generation_id}", headers=bearer(key))
+    assert shown.json()["webhook"]["mode"] == "inline"
+    assert secret not in shown.text
+
+
+def test_redeliver_over_http(reference_server: RunningReference, receiver: Receiver) -> None:
+    client = reference_server.client()
+    key = reference_server.key("primary")
+    receiver.script("/r", [Reply(500), Reply(500), Reply(500)])
+    generation_id = _submit(client, key, {"prompt": "x", "callback_url": receiver.url("/r")})
+    record = _wait_outcome(client, key, generation_id, "exhausted", timeout_s=15)
+    foreign = bearer(reference_server.key("foreign"))
+    path = f"/v1/webhooks/deliveries/{record['id']}/redeliver"
+    assert client.post(path, headers=foreign).status_code == 404
+    answer = client.post(path, headers=bearer(key))
+    assert answer.status_code == 200, answer.text
+    assert_schema("redeliver-response", answer.json())
+    assert (answer.json()["outcome"], answer.json()["status_code"]) == ("delivered", 200)
+    arrivals = receiver.wait_for("/r", 4, timeout_s=5)
+    assert arrivals[3].body == arrivals[0].body
+    assert client.post(path, headers=bearer(key)).status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        pytest.param("outcome=delivered&limit=100", 200, id="delivered-100-ok"),
+        pytest.param("outcome=pending_retry", 200, id="pending_retry-ok"),
+        pytest.param("outcome=success", 400, id="unknown-outcome-400"),
+        pytest.param("outcome=", 400, id="empty-outcome-400"),
+        pytest.param("limit=101", 400, id="limit-101-400"),
+        pytest.param("limit=0", 400, id="limit-0-400"),
+    ],
+)
+def test_webhook_delivery_list_query(
+    reference_server: RunningReference, receiver: Receiver, query: str, status: int
+) -> None:
+    client = reference_server.client()
+    session = bearer(reference_server.session("primary"))
+    hook = client.post("/api/webhooks", json={"url": receiver.url("/q")}, headers=session).json()
+    response = client.get(
+        f"/v1/webhooks/{hook['id']}/deliveries?{query}",
+        headers=bearer(reference_server.key("primary")),
+    )
+    assert response.status_code == status, response.text
+    if status == 200:
+        assert_schema("delivery-list", response.json())
+    else:
+        assert response.json()["detail"]
+    foreign = client.get(
+        f"/v1/webhooks/{hook['id']}/deliveries", headers=bearer(reference_server.key("foreign"))
+    )
+    assert foreign.status_code == 404
