@@ -51,6 +51,7 @@ __all__ = [
     "FuzzCase",
     "GenerationMode",
     "bundled_document",
+    "coverage_cases",
     "documented_schema",
     "draw_cases",
     "load_schema",
@@ -169,15 +170,18 @@ def documented_schema(operation_id: str, status: int) -> str | None:
 # -- URL safety ----------------------------------------------------------------------------
 
 
-def make_safe(value: Any, safe_urls: Sequence[str], rnd: random.Random) -> Any:
+def make_safe(
+    value: Any, safe_urls: Sequence[str], rnd: random.Random, *, reject: bool = True
+) -> Any:
     """*value* (a body) with every possible delivery target replaced by a safe one.
 
     A string inside a :data:`URL_FIELDS` field (at any depth, whatever its type around
-    it) becomes a choice from *safe_urls* + :data:`REJECT_URLS`; any other string holding
-    ``://`` becomes a reject URL; bytes holding ``://`` become one reject URL. Other
-    values are kept, so negative data (wrong types, missing fields) stays negative.
+    it) becomes a choice from *safe_urls* + :data:`REJECT_URLS` (only from *safe_urls*
+    when *reject* is false and there are some: valid data stays valid); any other string
+    holding ``://`` becomes a reject URL; bytes holding ``://`` become one reject URL.
+    Other values are kept, so negative data (wrong types, missing fields) stays negative.
     """
-    pool = tuple(safe_urls) + REJECT_URLS
+    pool = tuple(safe_urls) if safe_urls and not reject else tuple(safe_urls) + REJECT_URLS
     return _safe(value, pool, rnd, in_url_field=False)
 
 
@@ -256,6 +260,51 @@ class FuzzCase:
 _NO_BODY: Final = object()
 
 
+def _fuzz_case(
+    case: Any,
+    mode: GenerationMode,
+    safe_urls: Sequence[str],
+    rnd: random.Random,
+    path_parameters: dict[str, str] | None,
+) -> FuzzCase:
+    """*case* made safe and ready to send (the Case itself is updated to match)."""
+    if path_parameters:
+        case.path_parameters = {**(case.path_parameters or {}), **path_parameters}
+    has_body = case.body is not NOT_SET
+    # Valid data gets the receiver as its target (so valid submits are accepted); invalid
+    # data gets receiver and reject URLs alike.
+    reject = mode is not GenerationMode.POSITIVE
+    body = make_safe(case.body, safe_urls, rnd, reject=reject) if has_body else _NO_BODY
+    if has_body:
+        case.body = body
+    drawn_headers = {str(name): str(value) for name, value in (case.headers or {}).items()}
+    # A drawn Content-Type (the coverage phase's malformed or unsupported one) wins.
+    media_type = next(
+        (v for k, v in drawn_headers.items() if k.lower() == "content-type"), case.media_type
+    )
+    headers = {
+        name: value
+        for name, value in drawn_headers.items()
+        if name.lower() not in _DROPPED_HEADERS and name.lower() != "content-type"
+    }
+    return FuzzCase(
+        label=f"{case.operation.method.upper()} {case.operation.path}",
+        mode=mode,
+        method=str(case.method).upper(),
+        path=case.formatted_path,
+        params=dict(case.query or {}),
+        headers=headers,
+        body=body,
+        has_body=has_body,
+        media_type=media_type if has_body else None,
+        case=case,
+    )
+
+
+def _key(fuzz: FuzzCase) -> str:
+    return repr((fuzz.method, fuzz.path, fuzz.params, fuzz.headers, fuzz.body, fuzz.media_type))
+
+
 def draw_cases(
     schema: Any,
     method: str,
@@ -291,36 +340,10 @@ def draw_cases(
     def collect(case: Any, rnd: random.Random) -> None:
         if len(drawn) >= max_examples:
             return
-        if path_parameters:
-            case.path_parameters = {**(case.path_parameters or {}), **path_parameters}
-        has_body = case.body is not NOT_SET
-        body = make_safe(case.body, safe_urls, rnd) if has_body else _NO_BODY
-        if has_body:
-            case.body = body
-        headers = {
-            str(name): str(value)
-            for name, value in (case.headers or {}).items()
-            if str(name).lower() not in _DROPPED_HEADERS and str(name).lower() != "content-type"
-        }
-        params = dict(case.query or {})
-        key = repr((case.formatted_path, params, headers, body, case.media_type))
-        if key in seen:  # Hypothesis repeats small examples; send each request once
-            return
-        seen.add(key)
-        drawn.append(
-            FuzzCase(
-                label=f"{method.upper()} {path}",
-                mode=mode,
-                method=method.upper(),
-                path=case.formatted_path,
-                params=params,
-                headers=headers,
-                body=body,
-                has_body=has_body,
-                media_type=case.media_type if has_body else None,
-                case=case,
-            )
-        )
+        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters)
+        if _key(fuzz) not in seen:  # Hypothesis repeats small examples; send each once
+            seen.add(_key(fuzz))
+            drawn.append(fuzz)
 
     try:
         collect()
@@ -328,6 +351,39 @@ def draw_cases(
         # Nothing to draw: e.g. negative data for an operation without any parameter.
         return []
     return drawn
+
+
+def coverage_cases(
+    schema: Any,
+    method: str,
+    path: str,
+    *,
+    mode: GenerationMode,
+    safe_urls: Sequence[str],
+    path_parameters: dict[str, str] | None = None,
+    limit: int = 200,
+) -> list[FuzzCase]:
+    """Schemathesis' coverage phase for one operation: a deterministic, systematic set of
+    cases (each field missing, each field of each wrong type, each bound crossed), at most
+    *limit*, made safe like :func:`draw_cases`. Only the operation's own method is kept
+    (the coverage phase can also try undeclared methods)."""
+    operation = schema[path][method.upper()]
+    generation = schema.config.generation_for(operation=operation)
+    rnd = random.Random(0)
+    cases: list[FuzzCase] = []
+    seen: set[str] = set()
+    for case in schema.iter_coverage_cases(
+        operation, generation_modes=[mode], generation_config=generation
+    ):
+        if str(case.method).upper() != method.upper():
+            continue
+        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters)
+        if _key(fuzz) not in seen:
+            seen.add(_key(fuzz))
+            cases.append(fuzz)
+        if len(cases) >= limit:
+            break
+    return cases
 
 
 def send_kwargs(fuzz: FuzzCase) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from conformance.client import ApiClient
 from conformance.fuzzing import (
     FuzzCase,
     GenerationMode,
+    coverage_cases,
     documented_schema,
     draw_cases,
     load_schema,
@@ -43,6 +44,9 @@ from genapi_spec import validator
 #: Drawn requests per operation and mode: enough to meet every field of the small bodies
 #: of spec §4 in both modes, few enough for about a second per operation.
 MAX_EXAMPLES: Final = 20
+#: Most coverage-phase cases per operation (each field missing, of each wrong type, each
+#: bound crossed: about 60 for a submit).
+MAX_COVERAGE: Final = 80
 #: Spec §2, §4: the four outcome filter values; any other gives 400.
 OUTCOMES: Final = frozenset({"delivered", "failed", "pending_retry", "exhausted"})
 #: How many offending exchanges a failure message quotes.
@@ -119,6 +123,28 @@ def _draw(
     )
 
 
+def _invalid(
+    schema: Any,
+    operation: Operation,
+    safe_urls: Sequence[str],
+    path_parameters: dict[str, str] | None = None,
+    max_examples: int = MAX_EXAMPLES,
+) -> list[FuzzCase]:
+    """Invalid requests: the coverage phase's systematic ones, then drawn ones."""
+    systematic = coverage_cases(
+        schema,
+        operation.method,
+        operation.path,
+        mode=GenerationMode.NEGATIVE,
+        safe_urls=safe_urls,
+        path_parameters=path_parameters,
+        limit=MAX_COVERAGE,
+    )
+    return systematic + _draw(
+        schema, operation, GenerationMode.NEGATIVE, safe_urls, path_parameters, max_examples
+    )
+
+
 @pytest.mark.requirement("GEN-ID-01")
 @pytest.mark.parametrize("operation", SUBMITS, ids=[op.param_id for op in SUBMITS])
 def test_fuzz_submit_accepted_answer_carries_generation_id(
@@ -173,7 +199,7 @@ def test_fuzz_operation_drawn_requests_get_no_5xx(
         GenerationMode.POSITIVE,
         [endpoint.url],
         _path_parameters(operation, real_paths),
-    ) + _draw(fuzz_schema, operation, GenerationMode.NEGATIVE, [endpoint.url])
+    ) + _invalid(fuzz_schema, operation, [endpoint.url])
     errors: list[str] = []
     for fuzz in cases:
         response = _send(api, fuzz)
@@ -192,14 +218,7 @@ def test_fuzz_webhook_deliveries_unknown_outcome_answers_400(
 ) -> None:
     """Every drawn outcome filter outside delivered, failed, pending_retry, exhausted gets 400."""
     (operation,) = [op for op in V1_OPERATIONS if op.operation_id == "listWebhookDeliveries"]
-    cases = _draw(
-        fuzz_schema,
-        operation,
-        GenerationMode.NEGATIVE,
-        [],
-        _path_parameters(operation, real_paths),
-        max_examples=2 * MAX_EXAMPLES,
-    )
+    cases = _invalid(fuzz_schema, operation, [], _path_parameters(operation, real_paths))
     judged = 0
     wrong: list[str] = []
     for fuzz in cases:
@@ -217,4 +236,70 @@ def test_fuzz_webhook_deliveries_unknown_outcome_answers_400(
     assert not wrong, (
         f"REC-HOOK-05: expected 400 for every unknown outcome filter value; "
         f"{len(wrong)} of {judged} got another status: {_quote(wrong)}"
+    )
+
+
+def _lacks_prompt(body: Any) -> bool:
+    return isinstance(body, dict) and "prompt" not in body
+
+
+def _prompt_not_string(body: Any) -> bool:
+    return isinstance(body, dict) and "prompt" in body and not isinstance(body["prompt"], str)
+
+
+def _duration_not_number(body: Any) -> bool:
+    if not isinstance(body, dict) or "duration" not in body:
+        return False
+    duration = body["duration"]
+    return isinstance(duration, bool) or not isinstance(duration, int | float)
+
+
+def _rule(operation_id: str, breaks_rule: Any, requirement: str, case_id: str) -> Any:
+    return pytest.param(
+        operation_id,
+        breaks_rule,
+        requirement,
+        marks=pytest.mark.requirement(requirement),
+        id=case_id,
+    )
+
+
+#: Spec §4 body tables: prompt is required and a string; duration is a number. Each rule:
+#: the operation, which bodies break it, and the requirement their 4xx proves.
+BODY_RULES: Final = [
+    _rule("generateImage", _lacks_prompt, "GEN-IMAGE-01", "image-without-prompt-4xx"),
+    _rule("generateImage", _prompt_not_string, "GEN-IMAGE-02", "image-prompt-not-string-4xx"),
+    _rule("generateVideo", _lacks_prompt, "GEN-VIDEO-01", "video-without-prompt-4xx"),
+    _rule("generateVideo", _duration_not_number, "GEN-VIDEO-04", "video-duration-not-number-4xx"),
+]
+
+
+@pytest.mark.parametrize(("operation_id", "breaks_rule", "requirement"), BODY_RULES)
+def test_fuzz_submit_body_breaking_stated_field_rule_is_refused_4xx(
+    api: ApiClient,
+    fuzz_schema: Any,
+    endpoint: Endpoint,
+    operation_id: str,
+    breaks_rule: Any,
+    requirement: str,
+) -> None:
+    """Every invalid submit body that lacks prompt, or has a wrong-typed prompt or
+    duration, is answered with a 4xx status (never 202)."""
+    (operation,) = [op for op in SUBMITS if op.operation_id == operation_id]
+    cases = [
+        fuzz
+        for fuzz in _invalid(fuzz_schema, operation, [endpoint.url])
+        if fuzz.has_body and "json" in (fuzz.media_type or "") and breaks_rule(fuzz.body)
+    ]
+    if not cases:
+        raise RuntimeError(f"harness: no drawn body to {operation.path} breaks the rule")
+    wrong: list[str] = []
+    for fuzz in cases:
+        response = _send(api, fuzz)
+        if not 400 <= response.status_code < 500:
+            wrong.append(_shown(fuzz, response))
+    rule = breaks_rule.__name__.strip("_").replace("_", " ")
+    assert not wrong, (
+        f"{requirement}: {operation.path}, body that {rule}: expected a 4xx for every one; "
+        f"{len(wrong)} of {len(cases)} got another status: {_quote(wrong)}"
     )

@@ -75,13 +75,24 @@ def test_drawn_bodies_hold_only_safe_delivery_targets(
                 assert not isinstance(value, str) or value in SAFE + REJECT_URLS, value
 
 
-def test_drawn_submits_do_reach_the_url_fields(schema: Any) -> None:
-    """The override is exercised: drawn bodies put both safe and reject URLs in targets."""
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (GenerationMode.POSITIVE, set(SAFE)),
+        (GenerationMode.NEGATIVE, set(SAFE) | set(REJECT_URLS)),
+    ],
+    ids=["positive-safe-only", "negative-safe-and-reject"],
+)
+def test_drawn_submits_do_reach_the_url_fields(
+    schema: Any, mode: GenerationMode, expected: set[str]
+) -> None:
+    """The override is exercised: valid bodies target only the safe URLs (so they stay
+    valid); invalid ones target safe and reject URLs."""
     cases = fuzzing.draw_cases(
         schema,
         "POST",
         "/v1/images/generate",
-        mode=GenerationMode.POSITIVE,
+        mode=mode,
         max_examples=60,
         safe_urls=SAFE,
     )
@@ -97,7 +108,9 @@ def test_drawn_submits_do_reach_the_url_fields(schema: Any) -> None:
         )
         if isinstance(value, str)
     }
-    assert targets & set(SAFE) and targets & set(REJECT_URLS), targets
+    assert targets <= expected and targets & set(SAFE), targets
+    if mode is GenerationMode.NEGATIVE:
+        assert targets & set(REJECT_URLS), targets
 
 
 JSON = st.recursive(
@@ -129,6 +142,26 @@ URLISH = st.sampled_from(
 def test_make_safe_leaves_no_unsafe_string(body: dict[str, Any], seed: int) -> None:
     safe = make_safe(body, SAFE, random.Random(seed))
     assert unsafe_strings(safe, SAFE) == []
+
+
+def test_make_safe_without_reject_uses_only_safe_urls() -> None:
+    body = {"callback_url": "https://example.com", "webhook": {"url": "x"}, "n": "ftp://x"}
+    for seed in range(20):
+        safe = make_safe(body, SAFE, random.Random(seed), reject=False)
+        assert safe["callback_url"] in SAFE and safe["webhook"]["url"] in SAFE
+        assert safe["n"] in REJECT_URLS  # not a target field: never the receiver
+
+
+def test_coverage_cases_are_safe_and_systematic(schema: Any) -> None:
+    cases = fuzzing.coverage_cases(
+        schema, "POST", "/v1/videos/generate", mode=GenerationMode.NEGATIVE, safe_urls=SAFE
+    )
+    bodies = [case.body for case in cases if isinstance(case.body, dict)]
+    assert any("prompt" not in body for body in bodies)
+    assert any(not isinstance(body.get("duration", 0), int | float) for body in bodies)
+    for case in cases:
+        assert case.method == "POST"
+        assert unsafe_strings(case.body, SAFE) == []
 
 
 def test_make_safe_keeps_binding_id_and_events() -> None:
