@@ -266,14 +266,14 @@ def _fuzz_case(
     safe_urls: Sequence[str],
     rnd: random.Random,
     path_parameters: dict[str, str] | None,
+    *,
+    reject: bool,
 ) -> FuzzCase:
-    """*case* made safe and ready to send (the Case itself is updated to match)."""
+    """*case* made safe and ready to send (the Case itself is updated to match); with
+    *reject* its targets may also be reject URLs (see :func:`make_safe`)."""
     if path_parameters:
         case.path_parameters = {**(case.path_parameters or {}), **path_parameters}
     has_body = case.body is not NOT_SET
-    # Valid data gets the receiver as its target (so valid submits are accepted); invalid
-    # data gets receiver and reject URLs alike.
-    reject = mode is not GenerationMode.POSITIVE
     body = make_safe(case.body, safe_urls, rnd, reject=reject) if has_body else _NO_BODY
     if has_body:
         case.body = body
@@ -340,7 +340,10 @@ def draw_cases(
     def collect(case: Any, rnd: random.Random) -> None:
         if len(drawn) >= max_examples:
             return
-        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters)
+        # Valid data targets the receiver (so valid submits are accepted); drawn invalid
+        # data targets receiver and reject URLs alike.
+        reject = mode is not GenerationMode.POSITIVE
+        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters, reject=reject)
         if _key(fuzz) not in seen:  # Hypothesis repeats small examples; send each once
             seen.add(_key(fuzz))
             drawn.append(fuzz)
@@ -377,7 +380,10 @@ def coverage_cases(
     ):
         if str(case.method).upper() != method.upper():
             continue
-        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters)
+        # Each coverage case breaks one thing and keeps the rest valid: its targets are
+        # the receiver, so a broken field is not hidden behind a refused target (the URL
+        # rules have checks of their own).
+        fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters, reject=False)
         if _key(fuzz) not in seen:
             seen.add(_key(fuzz))
             cases.append(fuzz)

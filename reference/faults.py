@@ -606,6 +606,26 @@ _REGISTRY: tuple[Fault, ...] = (
         "ERR-5XX-01",
         "a submit whose prompt is the empty string answers 500 instead of 400",
     ),
+    Fault(
+        "image-prompt-any-type",
+        "GEN-IMAGE-02",
+        "an image submit whose prompt is not a string is accepted (its JSON text is the prompt)",
+    ),
+    Fault(
+        "image-prompt-optional",
+        "GEN-IMAGE-01",
+        "an image submit without prompt is accepted (with a default prompt)",
+    ),
+    Fault(
+        "video-duration-any-type",
+        "GEN-VIDEO-04",
+        "a video submit whose duration is not a number is accepted (the duration ignored)",
+    ),
+    Fault(
+        "video-prompt-optional",
+        "GEN-VIDEO-01",
+        "a video submit without prompt is accepted (with a default prompt)",
+    ),
 )
 
 #: Every known fault by name.

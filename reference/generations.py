@@ -239,6 +239,29 @@ class GenerationService:
                 faults=self.faults,
             )
 
+    def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
+        """The submit body as a service with the body faults reads it (engineer FUZZ's
+        faults: each skips one stated check of spec §4's body tables)."""
+        if self.faults.on("blank-prompt-server-error") and body.get("prompt") == "":
+            raise ApiError(500, "internal error")  # bad input reaching a 5xx
+        prompt = body.get("prompt")
+        if operation.name == "images.generate":
+            if "prompt" not in body and self.faults.on("image-prompt-optional"):
+                return {**body, "prompt": "untitled"}
+            if prompt is not None and not isinstance(prompt, str):
+                if self.faults.on("image-prompt-any-type"):
+                    return {**body, "prompt": json.dumps(prompt)}
+        if operation.name == "videos.generate":
+            if "prompt" not in body and self.faults.on("video-prompt-optional"):
+                body = {**body, "prompt": "untitled"}
+            duration = body.get("duration")
+            if "duration" in body and (
+                isinstance(duration, bool) or not isinstance(duration, int | float)
+            ):
+                if self.faults.on("video-duration-any-type"):
+                    body = {k: v for k, v in body.items() if k != "duration"}
+        return body
+
     async def submit(self, request: Request, operation: Operation) -> Response:
         key = await self.auth_key(request, operation.scope)
         tier = self.auth.tier_of(key)
@@ -261,8 +284,8 @@ class GenerationService:
         if early_spend:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
-        if self.faults.on("blank-prompt-server-error") and body.get("prompt") == "":
-            raise ApiError(500, "internal error")  # the fault: bad input reaches a 5xx
+        if self.faults.enabled:
+            body = self._faulty_body(operation, body)
         prompt, model, params = validate_body(operation, body)
         try:
             binding = (
