@@ -146,7 +146,8 @@ class WebhookService:
             # json.dumps' default separators differ from the compact bytes on the wire.
             signed_override = json.dumps(json.loads(row.body)).encode("utf-8")
         if self.faults.on("signature-wrong-key"):
-            secret_override = "whsec_" + self.config.master_secret[:24]
+            # A stable secret that is neither the webhook's nor the key's.
+            secret_override = signing_secret_for(self.config.master_secret, "wrong-key")
         return SendOptions(
             follow_redirects=self.faults.on("follows-redirects"),
             mismatched_delivery_header=self.faults.on("delivery-header-mismatch"),
@@ -409,6 +410,10 @@ class WebhookService:
         binding = _binding_from_row(row)
         event = EVENT_FOR_STATUS.get(str(generation["status"]))
         if event is None:
+            return
+        if binding.webhook_id is not None and _webhook_deleted(conn, binding.webhook_id):
+            # Deleted since the submit: a deleted webhook receives nothing more.
+            log_event("delivery-skipped", generation_id=generation["id"], reason="webhook deleted")
             return
         subscribed = event in binding.events or (
             event == EVENT_CANCELLED and self.faults.on("cancelled-sent-unsubscribed")
@@ -779,6 +784,11 @@ def _operation_of(conn: sqlite3.Connection, generation_id: str) -> str:
         "SELECT operation FROM generations WHERE id = ?", (generation_id,)
     ).fetchone()
     return str(row[0]) if row is not None else ""
+
+
+def _webhook_deleted(conn: sqlite3.Connection, webhook_id: str) -> bool:
+    row = conn.execute("SELECT deleted_at FROM webhooks WHERE id = ?", (webhook_id,)).fetchone()
+    return row is None or row["deleted_at"] is not None
 
 
 def _binding_from_row(row: sqlite3.Row) -> Binding:

@@ -8,6 +8,7 @@ sleeping. A reply delay is an interruptible wait, so teardown never hangs on a h
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -15,6 +16,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that drops a kept-alive connection is normal here, not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,7 @@ class Receiver:
             do_GET = _handle
             do_PUT = _handle
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = _QuietServer((host, port), Handler)
         self._server.daemon_threads = True
         # Do not join handler threads at close: one may sit on a keep-alive connection.
         self._server.block_on_close = False

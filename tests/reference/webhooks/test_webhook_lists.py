@@ -120,3 +120,26 @@ async def test_deleted_webhook_keeps_its_deliveries_readable(
     with pytest.raises(ApiError) as raised:
         h.service.delete_webhook(h.account_id, hook_id)
     assert raised.value.status == 404
+
+
+async def test_deleting_a_webhook_stops_its_deliveries(
+    service_factory: HarnessFactory, receiver: Receiver
+) -> None:
+    """Pending retries end ``failed``; events after the delete are not sent at all."""
+    h = await service_factory()
+    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/gone")})
+    receiver.script("/gone", [Reply(500)])
+    retrying = await h.submit({"webhook": {"id": created["id"]}})
+    later = await h.submit({"webhook": {"id": created["id"]}})
+    h.finish(retrying)
+    await wait_until(
+        lambda: len(h.deliveries(retrying)[0]["attempts"]) == 1, 5, "first attempt recorded"
+    )
+    h.service.delete_webhook(h.account_id, created["id"])
+    h.finish(later)
+    assert h.deliveries(retrying)[0]["outcome"] == "failed"
+    assert h.deliveries(later) == []
+    with pytest.raises(ApiError) as raised:
+        await h.service.redeliver(h.account_id, h.deliveries(retrying)[0]["id"])
+    assert raised.value.status == 409
+    assert len(receiver.arrivals("/gone")) == 1
