@@ -193,8 +193,6 @@ def envelope(faults: Faults, built: dict[str, Any], mode: str) -> dict[str, Any]
     if faults.on("credits-used-not-integer"):
         data["credits_used"] = str(data.get("credits_used"))
     changed["data"] = data
-    if faults.on("data-not-object"):
-        changed["data"] = " ".join(f"{k}={v}" for k, v in data.items())
     return changed
 
 
@@ -217,6 +215,9 @@ def body(
         result["data"] = data
     if faults.on("registered-body-flattened") and mode == "registered":
         result = flatten(built)
+    if faults.on("data-not-object"):  # after flattening, which reads data as an object
+        data = result["data"]
+        result["data"] = " ".join(f"{k}={v}" for k, v in data.items())
     if faults.on("body-not-json-object"):
         result = [result]
     return result
