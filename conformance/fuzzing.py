@@ -7,8 +7,10 @@ and derandomised, and send them themselves. This module holds what they share:
 * :func:`bundled_document`: the OpenAPI document with every ``../schemas/*.json``
   reference bundled under ``components/schemas``, so Schemathesis resolves everything
   locally (the schemas' ``$id`` host is never fetched) and a wheel works as a checkout;
-* :func:`load_schema` / :func:`draw_cases`: the Schemathesis schema and a bounded,
-  deterministic list of cases of one operation, in positive or negative mode;
+* :func:`load_schema`, :func:`draw_cases`, :func:`coverage_cases`: the Schemathesis
+  schema; a bounded, deterministic list of drawn cases of one operation (positive or
+  negative mode); the coverage phase's systematic ones (each field missing, each wrong
+  type, each bound crossed);
 * :func:`make_safe`: the URL-safety override every drawn case goes through (below);
 * :func:`send_kwargs`: the keyword arguments for :meth:`ApiClient.request` of a case
   (the suite's client sends, so every exchange is recorded and redacted);
@@ -18,10 +20,13 @@ Safety (DESIGN.md "Safety rules", hard): Schemathesis fills ``format: uri`` fiel
 real-looking public URLs (measured: ``https://4s5jt.4gt2q7.info``), and an implementation
 may dial a callback target. So every drawn body passes through :func:`make_safe` before it
 is sent: every string in a field that may name a delivery target (``callback_url``,
-``url``, ``webhook`` and anything inside them) becomes one of the caller's *safe URLs*
-(the suite's receiver endpoint) or one of :data:`REJECT_URLS` (targets the spec says MUST
-be refused, aimed at the discard port 9); any other string that holds ``://`` becomes a
-reject URL too. Nothing else is ever submitted as a target.
+``url``, a ``webhook`` that is not an object, and anything inside them) becomes one of
+the caller's *safe URLs* (the suite's receiver endpoint) or one of :data:`REJECT_URLS`
+(targets the spec says MUST be refused, aimed at the discard port 9); any other string
+that holds ``://`` becomes a reject URL too. Nothing else is ever submitted as a target.
+Valid data (positive mode, coverage cases) gets only the safe URLs, so that it stays
+valid; drawn invalid data gets both. ``tests/conformance/test_fuzzing.py`` draws many
+bodies of every operation and asserts the property.
 """
 
 from __future__ import annotations
