@@ -29,6 +29,7 @@ import httpx
 from reference.logs import log_event
 from reference.store import Store
 
+from .envelopes import timestamp_now
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
@@ -184,23 +185,31 @@ class Dispatcher:
     async def _deliver(self, row: DeliveryRow) -> None:
         try:
             n = row.attempt_count + 1
-            request = DeliveryRequest(
-                delivery_id=row.id,
-                event_type=row.event_type,
-                generation_id=row.generation_id or "",
-                url=row.target_url,
-                address=row.address,
-                body=row.body,
-                attempt=n,
-                secret=self._secret_for(row),
-            )
-            client = await self._client()
-            result = await send_attempt(
-                client,
-                request,
-                timeout_s=self._policy.timeout_s,
-                options=self._options_for(row),
-            )
+            try:
+                secret = self._secret_for(row)
+            except LookupError as missing:
+                # Counted as a failed attempt (nothing sent), so the delivery still ends.
+                result = AttemptResult(
+                    n=n, at=timestamp_now(), status=0, ms=0, error=f"not sent: {missing}"
+                )
+            else:
+                request = DeliveryRequest(
+                    delivery_id=row.id,
+                    event_type=row.event_type,
+                    generation_id=row.generation_id or "",
+                    url=row.target_url,
+                    address=row.address,
+                    body=row.body,
+                    attempt=n,
+                    secret=secret,
+                )
+                client = await self._client()
+                result = await send_attempt(
+                    client,
+                    request,
+                    timeout_s=self._policy.timeout_s,
+                    options=self._options_for(row),
+                )
             # Backoff counts from the end of the failed attempt (spec §6).
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)

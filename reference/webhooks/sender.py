@@ -149,5 +149,7 @@ async def send_attempt(
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     except OSError as exc:
         error = f"connection failed: {exc}"
+    except Exception as exc:  # e.g. a URL httpx cannot send: a failed attempt, not a crash
+        error = f"the attempt could not be sent: {type(exc).__name__}: {exc}"
     ms = int((time.monotonic() - started) * 1000)
     return AttemptResult(n=request.attempt, at=at, status=status, ms=ms, error=error)
