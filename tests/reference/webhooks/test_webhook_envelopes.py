@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import pytest
 from webhook_harness import assert_schema
@@ -30,7 +32,9 @@ GENERATION_FAILED = {
 }
 
 
-def _envelope(generation: dict[str, object], event: str, webhook_id: str | None = None) -> dict:
+def _envelope(
+    generation: Mapping[str, object], event: str, webhook_id: str | None = None
+) -> dict[str, Any]:
     return envelopes.build_envelope(
         event_id=envelopes.new_event_id(),
         event=event,
