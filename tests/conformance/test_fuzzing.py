@@ -67,6 +67,10 @@ def test_drawn_bodies_hold_only_safe_delivery_targets(
         schema, operation.method, operation.path, mode=mode, max_examples=30, safe_urls=SAFE
     )
     assert len(cases) >= 8, f"expected many distinct drawn cases, got {len(cases)}"
+    # The coverage phase's systematic cases too (valid ones are its first).
+    cases += fuzzing.coverage_cases(
+        schema, operation.method, operation.path, mode=mode, safe_urls=SAFE, limit=100
+    )
     for case in cases:
         assert unsafe_strings(case.body, SAFE) == [], case.body
         if case.has_body and isinstance(case.body, dict):
