@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from webhook_harness import HarnessFactory, add_foreign_key
 
+from reference.config import Config
 from reference.errors import ApiError
+from reference.netguard import DnsServerResolver, HostsFileResolver, SystemResolver
+from reference.webhooks import policy_from_config
 
 pytestmark = pytest.mark.anyio
 
@@ -196,3 +201,23 @@ async def test_registered_webhook_secret_shown_once(service_factory: HarnessFact
     assert created["secret"] not in repr(listing)
     other = await h.service.create_webhook(h.account_id, {"url": HOOK})
     assert other["secret"] != created["secret"]
+
+
+def test_policy_from_config_wires_the_test_mode_resolvers(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    plain = policy_from_config(Config(db_path=tmp_path / "db"))
+    assert isinstance(plain.resolver, SystemResolver) and plain.allow_cidrs == ()
+    dns = policy_from_config(Config(db_path=tmp_path / "db", dns_server=("127.0.0.1", 5353)))
+    assert isinstance(dns.resolver, DnsServerResolver)
+    assert (dns.resolver.host, dns.resolver.port) == ("127.0.0.1", 5353)
+    both = policy_from_config(
+        Config(
+            db_path=tmp_path / "db",
+            hosts_file=hosts,
+            dns_server=("127.0.0.1", 5353),
+            allow_cidrs=("127.0.0.1/32",),
+        )
+    )
+    assert isinstance(both.resolver, HostsFileResolver)
+    assert isinstance(both.resolver.fallback, DnsServerResolver)
+    assert [str(n) for n in both.allow_cidrs] == ["127.0.0.1/32"]
