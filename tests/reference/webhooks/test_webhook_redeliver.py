@@ -175,3 +175,22 @@ async def test_registered_webhook_test_delivery(
     receiver.script("/test", [Reply(500)])
     failed = await h.service.test_webhook(h.account_id, created["id"])
     assert (failed["outcome"], failed["status_code"]) == ("failed", 500)
+
+
+async def test_test_delivery_cut_off_by_a_crash_is_closed_failed_at_start(
+    service_factory: HarnessFactory,
+) -> None:
+    """A test delivery has no scheduled retry: one left open by a crash ends failed."""
+    h = await service_factory()
+    with h.store.transaction() as conn:
+        conn.execute(
+            "INSERT INTO webhook_deliveries (id, generation_id, account_id, key_id, webhook_id,"
+            " mode, event_type, target_url, address, body, outcome, attempt_count,"
+            " next_attempt_at, created_at, updated_at) VALUES ('evt_ab', NULL, ?, NULL, 'wh_x',"
+            " 'registered', 'webhook.test', 'http://127.0.0.1:9/', '127.0.0.1', x'7b7d',"
+            " 'pending_retry', 0, NULL, '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+            (h.account_id,),
+        )
+    await service_factory()  # a new start on the same store
+    rows = h.store.read("SELECT outcome FROM webhook_deliveries WHERE id = 'evt_ab'")
+    assert rows[0]["outcome"] == "failed"
