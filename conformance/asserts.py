@@ -16,6 +16,10 @@ from typing import Any, Final
 
 import httpx
 
+from .client import ApiClient
+from .operations import SetupFailed
+from .profile import CapabilityMissing
+
 __all__ = [
     "AUTH_REFUSALS",
     "assert_not_refused_for_auth",
@@ -23,6 +27,7 @@ __all__ = [
     "assert_status",
     "assert_status_in",
     "assert_webhook_list",
+    "credits_used_today",
     "describe",
 ]
 
@@ -106,3 +111,29 @@ def assert_webhook_list(response: httpx.Response, requirement_id: str) -> list[d
         f"{requirement_id}: expected a list of webhooks, saw {describe(response)}"
     )
     return [item for item in body if isinstance(item, dict)]
+
+
+def credits_used_today(api: ApiClient, role: str = "primary") -> int:
+    """The credits used today by the account of *role*'s key, read through the profile's
+    ``[usage]`` figure (spec §1: generations spend credits; how usage is shown is not).
+
+    A profile without ``[usage]`` is a skip (:class:`CapabilityMissing`); a usage read
+    that does not give an integer is a set-up error (:class:`SetupFailed`), not a verdict.
+    """
+    usage = api.profile.usage
+    if usage is None:
+        raise CapabilityMissing(
+            "usage",
+            "add a [usage] table (path, field) naming how the IUT shows credits used today",
+        )
+    response = api.request("GET", usage.path, role=role)
+    if response.status_code != 200:
+        raise SetupFailed(f"setup: GET {usage.path} answered {describe(response)}")
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    value = body.get(usage.field) if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
+    return value

@@ -15,7 +15,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_status, describe
+from conformance.asserts import assert_status, credits_used_today, describe
 from conformance.client import ApiClient
 from conformance.events import (
     RegisteredWebhook,
@@ -25,8 +25,8 @@ from conformance.events import (
     register_webhook,
     target_body,
 )
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import CapabilityMissing, Profile
+from conformance.operations import SUBMIT_PROMPT
+from conformance.profile import Profile
 from conformance.receiver import Endpoint
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
@@ -52,23 +52,6 @@ def _generation_id(response: httpx.Response, requirement_id: str) -> str:
     return str(body["id"])
 
 
-def _credits_used(api: ApiClient, profile: Profile, role: str) -> int:
-    """The account's credits used today, through the profile's ``[usage]`` figure."""
-    usage = profile.usage
-    if usage is None:
-        raise CapabilityMissing(
-            "usage",
-            "add a [usage] table (path, field) naming how the IUT shows credits used today",
-        )
-    response = api.request("GET", usage.path, role=role)
-    if response.status_code != 200:
-        raise SetupFailed(f"setup: GET {usage.path} answered {describe(response)}")
-    value = response.json().get(usage.field) if response.content else None
-    if not isinstance(value, int):
-        raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
-    return value
-
-
 def _assert_no_credits_spent(
     api: ApiClient,
     profile: Profile,
@@ -86,9 +69,9 @@ def _assert_no_credits_spent(
     moves: list[int] = []
     response: httpx.Response | None = None
     for _ in range(CREDIT_TRIALS):
-        before = _credits_used(api, profile, role)
+        before = credits_used_today(api, role)
         response = send()
-        after = _credits_used(api, profile, role)
+        after = credits_used_today(api, role)
         if after <= before:
             return response
         moves.append(after - before)
