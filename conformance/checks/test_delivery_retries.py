@@ -1,0 +1,201 @@
+"""Attempts, retries, backoff and exhaustion of a delivery (spec §3 Delivery, §6 Behaviour).
+
+Every chain is submitted when the module starts and runs side by side with the others;
+each check judges one chain. Arrivals are counted raw (a hidden 4th attempt shows as a
+4th arrival) and timed on entry to the receiver's handler; backoff is judged within the
+profile's ``[timing].tolerance_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+import pytest
+
+from conformance.deliveries import Chain, Chains, arrival_gaps, chains, wait_for_record
+from conformance.events import delivery_deadline
+from conformance.profile import Profile
+from conformance.receiver import Receiver, Reply
+from conformance.secrets import Redactor
+
+#: Spec §6 Behaviour: attempts, and the backoff before the 2nd and 3rd.
+ATTEMPTS: Final = 3
+BACKOFF: Final = (1.0, 2.0)
+#: After the 3rd failed attempt, how long a hidden 4th attempt is waited for: twice the
+#: longest stated backoff, plus the tolerance (bounded; the chains run side by side).
+QUIET_AFTER_LAST: Final = 2 * BACKOFF[-1] + 1.0
+#: How long a settled outcome may take to show in the record after the last arrival.
+RECORD_SETTLE_SECONDS: Final = 5.0
+
+#: Spec §6: any 2xx is success. The non-2xx statuses that must not count as success.
+SUCCESS_STATUSES: Final = (200, 201, 202, 204, 299)
+FAILURE_STATUSES: Final = (400, 404, 410, 429, 500, 503)
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
+    with chains(profile, redactor, receiver, "retries") as made:
+        made.start("always-500", [Reply(500)])
+        for status in SUCCESS_STATUSES:
+            made.start(f"ok-{status}", [Reply(status)])
+        for status in FAILURE_STATUSES:
+            made.start(f"fail-{status}-then-200", [Reply(status), Reply(200)])
+        yield made
+
+
+def _deadline(profile: Profile, attempts: int) -> float:
+    return delivery_deadline(profile, attempts)
+
+
+def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
+    bodies = []
+    for index, delivery in enumerate(chain.endpoint.deliveries):
+        try:
+            bodies.append(delivery.json())
+        except ValueError:
+            pytest.fail(
+                f"{requirement_id}: attempt {index + 1} body is not JSON {chain.describe()}"
+            )
+    return bodies
+
+
+@pytest.mark.requirement("DLV-RETRY-01")
+def test_retry_after_500_makes_second_attempt(lab: Chains, profile: Profile) -> None:
+    """An attempt answered 500 is retried: a second attempt arrives."""
+    chain = lab["always-500"]
+    chain.wait_for(2, _deadline(profile, 2), "DLV-RETRY-01 (expected a 2nd attempt after a 500)")
+
+
+@pytest.mark.requirement("DLV-ATTEMPTS-01", "DLV-EXHAUST-01")
+def test_always_failing_target_gets_exactly_three_attempts(lab: Chains, profile: Profile) -> None:
+    """A target that always answers 500 receives exactly 3 arrivals, then none for a while."""
+    chain = lab["always-500"]
+    chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ATTEMPTS-01 (3 attempts)")
+    try:
+        chain.endpoint.assert_quiet(QUIET_AFTER_LAST + profile.timing.tolerance_seconds)
+    except AssertionError as extra:
+        pytest.fail(f"DLV-EXHAUST-01: no attempt after the third failed one: {extra}")
+    values = [d.headers.get("X-Service-Attempt") for d in chain.endpoint.deliveries]
+    assert len(values) == ATTEMPTS, (
+        f"DLV-ATTEMPTS-01: expected exactly {ATTEMPTS} arrivals, saw {len(values)} "
+        f"(X-Service-Attempt {values}) {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-BACKOFF-01")
+def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profile) -> None:
+    """The 2nd attempt arrives 1 s (within tolerance) after the 1st failed attempt."""
+    chain = lab["always-500"]
+    arrived = chain.wait_for(2, _deadline(profile, 2), "DLV-BACKOFF-01 (a 2nd attempt)")
+    gap = arrival_gaps(arrived)[0]
+    tolerance = profile.timing.tolerance_seconds
+    assert abs(gap - BACKOFF[0]) <= tolerance, (
+        f"DLV-BACKOFF-01: expected the 2nd attempt {BACKOFF[0]:g} s (±{tolerance:g}) after "
+        f"the 1st was answered 500, saw {gap:.2f} s {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-BACKOFF-02")
+def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Profile) -> None:
+    """The 3rd attempt arrives 2 s (within tolerance) after the 2nd failed attempt."""
+    chain = lab["always-500"]
+    arrived = chain.wait_for(3, _deadline(profile, 3), "DLV-BACKOFF-02 (a 3rd attempt)")
+    gap = arrival_gaps(arrived)[1]
+    tolerance = profile.timing.tolerance_seconds
+    assert abs(gap - BACKOFF[1]) <= tolerance, (
+        f"DLV-BACKOFF-02: expected the 3rd attempt {BACKOFF[1]:g} s (±{tolerance:g}) after "
+        f"the 2nd was answered 500, saw {gap:.2f} s {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-EXHAUST-02")
+def test_three_failed_attempts_end_exhausted(lab: Chains, profile: Profile) -> None:
+    """After the third failed attempt the delivery record's outcome is exhausted."""
+    chain = lab["always-500"]
+    chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-EXHAUST-02 (3 attempts)")
+    record = wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: r.get("outcome") == "exhausted",
+        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
+    )
+    seen = None if record is None else record.get("outcome")
+    assert seen == "exhausted", (
+        f"DLV-EXHAUST-02: expected outcome 'exhausted' after 3 failed attempts, saw "
+        f"{seen!r} (record {json.dumps(record)[:300]}) {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-ID-01", "DLV-ID-03")
+def test_every_attempt_carries_same_delivery_id_and_payload(lab: Chains, profile: Profile) -> None:
+    """All attempts of one delivery carry one delivery id (header and body) and one payload."""
+    chain = lab["always-500"]
+    arrived = chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ID-01 (3 attempts)")
+    headers = [d.headers.get("X-Service-Delivery") for d in arrived]
+    bodies = _bodies(chain, "DLV-ID-03")
+    ids = [b.get("id") if isinstance(b, dict) else None for b in bodies]
+    assert len(set(headers)) == 1 and headers[0] is not None and set(ids) == set(headers), (
+        f"DLV-ID-01: expected one delivery id on every attempt (X-Service-Delivery and "
+        f"body id), saw headers {headers}, body ids {ids} {chain.describe()}"
+    )
+    assert all(body == bodies[0] for body in bodies), (
+        f"DLV-ID-03: expected every attempt's body JSON-equal to the first's, saw "
+        f"{[json.dumps(b, sort_keys=True)[:120] for b in bodies]} {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-ID-04")
+def test_every_attempt_carries_byte_identical_body(lab: Chains, profile: Profile) -> None:
+    """All attempts of one delivery carry the same body bytes."""
+    chain = lab["always-500"]
+    arrived = chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ID-04 (3 attempts)")
+    raw = [d.raw_body for d in arrived]
+    assert all(body == raw[0] for body in raw), (
+        f"DLV-ID-04: expected byte-identical bodies on every attempt, saw lengths "
+        f"{[len(b) for b in raw]} {chain.describe()}"
+    )
+
+
+@pytest.mark.parametrize("status", SUCCESS_STATUSES, ids=[f"reply-{s}" for s in SUCCESS_STATUSES])
+@pytest.mark.requirement("DLV-SUCCESS-01", "DLV-OK-01")
+def test_any_2xx_reply_ends_delivery_without_retry(
+    lab: Chains, profile: Profile, status: int
+) -> None:
+    """A 2xx reply (200, 201, 202, 204, 299) is success: no further attempt arrives."""
+    chain = lab[f"ok-{status}"]
+    chain.wait_for(1, _deadline(profile, 1), f"DLV-SUCCESS-01 (a first attempt, replied {status})")
+    try:
+        chain.endpoint.assert_quiet(BACKOFF[0] + 2 * profile.timing.tolerance_seconds + 1.0)
+    except AssertionError as extra:
+        pytest.fail(f"DLV-SUCCESS-01: a {status} reply is success, expected no retry: {extra}")
+
+
+@pytest.mark.parametrize("status", SUCCESS_STATUSES, ids=[f"reply-{s}" for s in SUCCESS_STATUSES])
+@pytest.mark.requirement("DLV-OK-02")
+def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, status: int) -> None:
+    """After a 2xx reply the delivery record's outcome is delivered."""
+    chain = lab[f"ok-{status}"]
+    chain.wait_for(1, _deadline(profile, 1), f"DLV-OK-02 (a first attempt, replied {status})")
+    record = wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: r.get("outcome") == "delivered",
+        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
+    )
+    seen = None if record is None else record.get("outcome")
+    assert seen == "delivered", (
+        f"DLV-OK-02: expected outcome 'delivered' after a {status} reply, saw {seen!r} "
+        f"(record {json.dumps(record)[:300]}) {chain.describe()}"
+    )
+
+
+@pytest.mark.parametrize("status", FAILURE_STATUSES, ids=[f"reply-{s}" for s in FAILURE_STATUSES])
+@pytest.mark.requirement("DLV-SUCCESS-02")
+def test_non_2xx_reply_is_retried(lab: Chains, profile: Profile, status: int) -> None:
+    """A non-2xx reply (400, 404, 410, 429, 500, 503) is not success: it is retried."""
+    chain = lab[f"fail-{status}-then-200"]
+    chain.wait_for(2, _deadline(profile, 2), f"DLV-SUCCESS-02 (a retry after a {status} reply)")

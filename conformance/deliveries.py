@@ -1,0 +1,240 @@
+"""Delivery chains and delivery records: set-up for the DLV, REC and REDLV checks.
+
+A *chain* is one generation whose target is a receiver endpoint with scripted replies
+(spec §3: retried after backoff while attempts remain; §6 Behaviour: 3 attempts, backoff
+1 s then 2 s, 10 s per attempt, redirects not followed). Timing chains take up to ~35 s,
+so a module submits all its chains first (:class:`Chains`, one module-scoped fixture)
+and each check then judges one chain: a full run costs about the longest chain, not the
+sum.
+
+Delivery records (spec §2 Delivery record) are read with GET
+/v1/generations/{id}/deliveries; a record is matched to its chain by ``target_url`` (each
+endpoint has its own unguessable path) and ``event_type``. Records change after the
+receiver has seen an attempt (the IUT records the reply it got), so reads poll with a
+deadline (:func:`wait_for_record`).
+
+Helpers here only set up; they raise :class:`SetupFailed` (an error, not a verdict) when
+the IUT refuses the set-up. The checks send the requests they judge themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx
+
+from .client import ApiClient, Recorder
+from .events import TargetKind, target_body
+from .operations import SUBMIT_PROMPT, SetupFailed
+from .profile import Profile
+from .receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
+from .secrets import Redactor
+
+__all__ = [
+    "OUTCOMES",
+    "RECORD_POLL_SECONDS",
+    "SUBMIT_PATH",
+    "Chain",
+    "Chains",
+    "arrival_gaps",
+    "chains",
+    "find_record",
+    "records_of",
+    "submit_with_target",
+    "wait_for_record",
+]
+
+#: Spec §4: image submits accept a delivery target (scope images:generate).
+SUBMIT_PATH: Final = "/v1/images/generate"
+#: The delivery outcome values (spec §2 Delivery record, §4 outcome filter).
+OUTCOMES: Final = ("delivered", "failed", "pending_retry", "exhausted")
+#: How often a record is read again while waiting for it to change (bounded by a deadline).
+RECORD_POLL_SECONDS: Final = 0.2
+
+
+def submit_with_target(
+    client: ApiClient,
+    url: str,
+    *,
+    kind: TargetKind = "webhook.url",
+    role: str = "primary",
+    prompt: str = SUBMIT_PROMPT,
+    path: str = SUBMIT_PATH,
+) -> str:
+    """Submit a generation delivering to *url*; its id. A refusal is a set-up error."""
+    body: dict[str, Any] = {"prompt": prompt, **target_body(kind, url)}
+    response = client.request("POST", path, role=role, json=body)
+    try:
+        generation_id = response.json()["id"]
+    except (ValueError, KeyError, TypeError):
+        generation_id = None
+    if response.status_code != 202 or not isinstance(generation_id, str):
+        raise SetupFailed(
+            f"setup: POST {path} with {kind} {url!r} answered {response.status_code}, "
+            f"expected 202 with an id: {client.recorder.redactor.text(response.text[:200])!r}"
+        )
+    return generation_id
+
+
+def records_of(client: ApiClient, generation_id: str, *, role: str = "primary") -> list[Any]:
+    """The generation's delivery records (set-up read; REC checks judge the list)."""
+    response = client.request("GET", f"/v1/generations/{generation_id}/deliveries", role=role)
+    try:
+        records = response.json().get("deliveries")
+    except (ValueError, AttributeError):
+        records = None
+    if not 200 <= response.status_code < 300 or not isinstance(records, list):
+        raise SetupFailed(
+            f"setup: GET /v1/generations/{{id}}/deliveries answered {response.status_code} "
+            f"without a deliveries array (REC-GEN-01, REC-LIST-01): "
+            f"{client.recorder.redactor.text(response.text[:200])!r}"
+        )
+    return records
+
+
+def find_record(
+    records: Sequence[Any], target_url: str, event_type: str | None = None
+) -> dict[str, Any] | None:
+    """The record delivered to *target_url* (and of *event_type* when given), if any."""
+    for record in records:
+        if (
+            isinstance(record, dict)
+            and record.get("target_url") == target_url
+            and (event_type is None or record.get("event_type") == event_type)
+        ):
+            return record
+    return None
+
+
+def wait_for_record(
+    client: ApiClient,
+    generation_id: str,
+    target_url: str,
+    until: Callable[[dict[str, Any]], bool],
+    timeout: float,
+    *,
+    role: str = "primary",
+) -> dict[str, Any] | None:
+    """Read the record for *target_url* until *until* holds or *timeout* s pass.
+
+    Returns the last record seen (None if there never was one); the caller judges it.
+    Polling a state the IUT owns is bounded by the deadline, never an open sleep.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()  # never set: wait() is a bounded pause between reads
+    record: dict[str, Any] | None = None
+    while True:
+        record = find_record(records_of(client, generation_id, role=role), target_url)
+        if record is not None and until(record):
+            return record
+        if time.monotonic() >= deadline:
+            return record
+        pause.wait(min(RECORD_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
+    """Seconds between successive arrivals (each measured on entry to the handler)."""
+    return [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(deliveries)]
+
+
+@dataclass
+class Chain:
+    """One generation delivering to one scripted endpoint, or the set-up error it met."""
+
+    name: str
+    endpoint: Endpoint
+    replies: tuple[Reply, ...]
+    kind: TargetKind
+    generation_id: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def generation(self) -> str:
+        """The generation id; re-raises the set-up error if the submit failed."""
+        if self.error is not None:
+            raise self.error
+        assert self.generation_id is not None
+        return self.generation_id
+
+    def wait_for(self, count: int, timeout: float, requirement_id: str) -> list[Delivery]:
+        """*count* arrivals within *timeout* s; fewer fails *requirement_id* (a verdict:
+        the spec says how many attempts a target receives)."""
+        self.generation()
+        try:
+            return self.endpoint.wait_for(count, timeout)
+        except DeliveryTimeout as missing:
+            raise AssertionError(f"{requirement_id}: {self.describe()}: {missing}") from None
+
+    def describe(self) -> str:
+        """The chain and what arrived so far, for messages."""
+        origin = self.endpoint.created_at
+        arrived = "; ".join(d.summary(origin) for d in self.endpoint.deliveries) or "nothing"
+        return f"[chain {self.name} ({self.kind}), generation {self.generation_id}: {arrived}]"
+
+
+class Chains:
+    """Submits chains side by side for a module and keeps them for its checks."""
+
+    def __init__(self, client: ApiClient, receiver: Receiver, name: str) -> None:
+        self.client = client
+        self.profile: Profile = client.profile
+        self.receiver = receiver
+        self.name = name
+        self._chains: dict[str, Chain] = {}
+
+    def start(
+        self,
+        name: str,
+        replies: Sequence[Reply],
+        *,
+        kind: TargetKind = "webhook.url",
+        role: str = "primary",
+    ) -> Chain:
+        """Script a fresh endpoint with *replies* (the last repeats) and submit now."""
+        if name in self._chains:
+            raise ValueError(f"chain {name!r} started twice")
+        endpoint = self.receiver.endpoint(f"{self.name}-{name}")
+        endpoint.respond_with(list(replies))
+        chain = Chain(name, endpoint, tuple(replies), kind)
+        self._chains[name] = chain
+        try:
+            chain.generation_id = submit_with_target(
+                self.client, endpoint.url, kind=kind, role=role
+            )
+        except (SetupFailed, httpx.HTTPError) as error:
+            chain.error = error
+        return chain
+
+    def __getitem__(self, name: str) -> Chain:
+        return self._chains[name]
+
+    def close(self) -> None:
+        """Stop serving the endpoints (later arrivals count as strays); surface handler
+        errors."""
+        for chain in self._chains.values():
+            chain.endpoint.close()
+        for chain in self._chains.values():
+            chain.endpoint.check()
+
+
+@contextmanager
+def chains(profile: Profile, redactor: Redactor, receiver: Receiver, name: str) -> Iterator[Chains]:
+    """:class:`Chains` with its own client, for a module-scoped fixture."""
+    client = ApiClient(profile, Recorder(redactor))
+    made = Chains(client, receiver, name)
+    try:
+        yield made
+    finally:
+        try:
+            made.close()
+        finally:
+            client.close()
