@@ -1,0 +1,72 @@
+"""Submitting generations (spec §1, §2 Generation, §4 submit endpoints).
+
+A submit answers HTTP 202 with the id of the generation; clients persist that id and
+read the result later (spec §1, §2). Each submit here names a delivery target on the
+suite's receiver, the form in which images are asynchronous (spec §9), and uses the
+``primary`` key (every scope, a generous tier).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from conformance.asserts import assert_status, describe
+from conformance.client import ApiClient
+from conformance.operations import SUBMIT_PROMPT
+from conformance.receiver import Endpoint
+
+IMAGES: Final = "/v1/images/generate"
+EDIT: Final = "/v1/images/edit"
+VIDEOS: Final = "/v1/videos/generate"
+
+
+def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
+    """POST a minimal valid submit: a prompt and an inline target on the receiver."""
+    body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    return api.request("POST", path, json=body)
+
+
+@pytest.mark.requirement("GEN-IMAGE-07")
+def test_image_submit_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
+    """An accepted image submit is answered with exactly HTTP 202 (spec §1, §4)."""
+    response = _submit(api, IMAGES, endpoint)
+    assert_status(response, 202, "GEN-IMAGE-07")
+
+
+@pytest.mark.requirement("GEN-EDIT-02")
+def test_edit_submit_with_prompt_and_target_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
+    """An edit submit of an instruction (prompt) and a delivery target is answered 202."""
+    response = _submit(api, EDIT, endpoint)
+    assert_status(response, 202, "GEN-EDIT-02")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(IMAGES, id="images-generate"),
+        pytest.param(EDIT, id="images-edit"),
+        pytest.param(VIDEOS, id="videos-generate"),
+    ],
+)
+@pytest.mark.requirement("GEN-ID-01")
+def test_submit_2xx_body_carries_nonempty_string_id(
+    api: ApiClient, endpoint: Endpoint, path: str
+) -> None:
+    """An accepted submit's body carries the generation id as a non-empty string ``id``."""
+    response = _submit(api, path, endpoint)
+    assert 200 <= response.status_code < 300, (
+        f"GEN-ID-01: POST {path}: expected the submit to be accepted (202), "
+        f"saw {describe(response)}"
+    )
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    seen = body.get("id") if isinstance(body, dict) else None
+    assert isinstance(seen, str) and seen.strip(), (
+        f"GEN-ID-01: POST {path}: expected a non-empty string 'id' in the body, "
+        f"saw {describe(response)}"
+    )
