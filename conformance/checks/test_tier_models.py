@@ -1,0 +1,76 @@
+"""Model categories of a tier (spec §1: a tier sets "the model categories it may use";
+§2 tier record ``allowed_model_types``).
+
+Uses the optional ``restricted-models`` key role: a key of an account whose tier lacks a
+model category. The categories it lacks are read from its own tier record; only the
+categories whose submit path the spec shows are checked (image: POST
+/v1/images/generate, video: POST /v1/videos/generate). The key holds the scope of the
+path, so a refusal cannot be the scope's 403 (spec §5.3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import pytest
+
+from conformance.asserts import assert_status, describe
+from conformance.client import ApiClient
+from conformance.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.profile import Profile
+from conformance.receiver import Endpoint
+
+ROLE: Final = "restricted-models"
+TIER_PATH: Final = "/v1/account/tier"
+#: Spec §4: the submit path and scope of each category whose path is shown.
+SUBMITS: Final = {
+    "image": ("/v1/images/generate", "images:generate"),
+    "video": ("/v1/videos/generate", "videos:generate"),
+}
+
+
+def _lacking(api: ApiClient, profile: Profile) -> tuple[str, str, str]:
+    """(category, path, scope) of a shown category the role's tier lacks; else a skip."""
+    key = profile.key(ROLE)
+    response = api.request("GET", TIER_PATH, role=ROLE)
+    try:
+        tier: Any = response.json()
+    except ValueError:
+        tier = None
+    allowed = tier.get("allowed_model_types") if isinstance(tier, dict) else None
+    if response.status_code != 200 or not isinstance(allowed, list):
+        raise SetupFailed(f"setup: GET {TIER_PATH} ({ROLE}) answered {describe(response)}")
+    for category, (path, scope) in SUBMITS.items():
+        if category not in allowed and key.has_scope(scope):
+            return category, path, scope
+    pytest.skip(
+        f"needs a {ROLE} key whose tier lacks image or video and that holds that scope; "
+        f"its tier allows {allowed} and the key has scopes {list(key.scopes)}"
+    )
+
+
+def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> Any:
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    return api.request("POST", path, role=ROLE, json=body)
+
+
+@pytest.mark.requirement("TIER-MODEL-01")
+def test_submit_for_category_outside_tier_is_not_accepted(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """A submit for a model category the key's tier does not allow is not accepted."""
+    category, path, _ = _lacking(api, profile)
+    response = _submit(api, path, endpoint)
+    assert not 200 <= response.status_code < 300, (
+        f"TIER-MODEL-01: POST {path} with a key whose tier lacks {category!r}: expected "
+        f"a refusal (no 202, no generation), saw {describe(response)}"
+    )
+
+
+@pytest.mark.requirement("TIER-MODEL-02")
+def test_submit_for_category_outside_tier_answers_403(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """The refusal of a model category outside the tier is a 403 (as for a scope)."""
+    _, path, _ = _lacking(api, profile)
+    assert_status(_submit(api, path, endpoint), 403, "TIER-MODEL-02")
