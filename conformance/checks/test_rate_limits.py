@@ -1,0 +1,436 @@
+"""Rate limits, the concurrency limit and credits of the ``low-limit`` account (spec §1,
+§7 the 429 response, §8 Limits).
+
+**Every use of the ``low-limit`` key role is in this module, and only here.** Its tier has
+small limits so they are reachable, and its per-minute window, in-flight generations and
+daily credits are shared by everything that uses the key: pytest-xdist (``--dist
+loadfile``) keeps one module on one worker, so these checks run one after another, in
+file order, and never beside another user of the key. The key must also be idle for a
+minute before a run (a request of an earlier run still in the rolling window would be
+counted).
+
+The order is deliberate:
+
+1. the per-minute limit (one run of requests up to the first 429, shared by the checks of
+   the 429 response), then a retry after Retry-After;
+2. the concurrency limit, credits spent and refunded: each waits for room in the rolling
+   window first (``_Window.make_room``), so a 429 it sees is never the rate limit's, and
+   waits for its generations to finish, so the next check starts with none in flight;
+3. last, the daily credit cap (destructive): it spends what is left of the account's
+   credits for the day (a second destructive run on the same UTC day finds them spent).
+
+The limits are read from the key's own tier record (spec §8: "read from the tier
+endpoint, not fixed"). Waiting for room in the window is waiting out the rolling minute
+the spec defines (a bounded wait of at most a minute plus the timing tolerance), not a
+sleep standing in for an event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from conformance.asserts import credits_used_today, describe
+from conformance.client import ApiClient, Recorder, parse_retry_after
+from conformance.events import delivery_deadline
+from conformance.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.profile import Profile
+from conformance.receiver import DeliveryTimeout, Endpoint
+
+ROLE: Final = "low-limit"
+TIER_PATH: Final = "/v1/account/tier"
+IMAGES: Final = "/v1/images/generate"
+#: Spec §8: "Requests per minute ... rolling window".
+WINDOW_SECONDS: Final = 60.0
+#: Tries of the concurrency check: a fast IUT may finish a generation before the last
+#: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
+CONCURRENCY_TRIALS: Final = 3
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+class _Window:
+    """The send times of this module's requests on the low-limit key (wall clock).
+
+    Each check's exchanges are added when it ends (``_track_window``); ``make_room`` also
+    counts the running check's own. Every request is counted, a refused one too: that
+    can only make the wait longer than needed, never too short.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[float] = []
+        self.tier: dict[str, Any] | None = None
+
+    def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
+        """Wait until *count* more requests fit in the rolling minute (None: until the
+        window holds none of ours)."""
+        tolerance = profile.timing.tolerance_seconds
+        span = WINDOW_SECONDS + tolerance
+        sent = sorted([*self.sent, *(e.started_at for e in recorder.exchanges)])
+        now = time.time()
+        recent = [t for t in sent if t > now - span]
+        if not recent:
+            return
+        if count is None or self.tier is None:
+            wait_until = recent[-1] + span  # all of ours out of the window
+        else:
+            limit = int(self.tier["requests_per_minute"])
+            if count > limit:
+                raise SetupFailed(f"setup: {count} requests cannot fit in a window of {limit}")
+            excess = len(recent) + count - limit
+            if excess <= 0:
+                return
+            wait_until = recent[excess - 1] + span
+        time.sleep(max(0.0, wait_until - time.time()))  # bounded: at most one window
+
+
+_WINDOW: Final = _Window()
+
+
+@pytest.fixture(autouse=True)
+def _track_window(recorder: Recorder) -> Iterator[None]:
+    """Adds the check's requests to the module's record of the low-limit window."""
+    yield
+    _WINDOW.sent.extend(exchange.started_at for exchange in recorder.exchanges)
+
+
+def _tier(api: ApiClient) -> dict[str, Any]:
+    """The low-limit key's tier record (read once per module, then remembered)."""
+    if _WINDOW.tier is None:
+        response = api.request("GET", TIER_PATH, role=ROLE)
+        _WINDOW.tier = _checked_tier(response)
+    return _WINDOW.tier
+
+
+def _checked_tier(response: httpx.Response) -> dict[str, Any]:
+    body = _json_object(response)
+    numbers = ("requests_per_minute", "concurrent_limit", "max_credits_per_day")
+    if (
+        response.status_code != 200
+        or body is None
+        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
+    ):
+        raise SetupFailed(
+            f"setup: GET {TIER_PATH} ({ROLE}) gave no tier record with positive integer "
+            f"{', '.join(numbers)}: {describe(response)}"
+        )
+    return body
+
+
+def _submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, Any]:
+    """A minimal image submit with an inline target on the receiver (spec §4)."""
+    return {"prompt": prompt, "webhook": {"url": endpoint.url}}
+
+
+def _accepted_id(response: httpx.Response, what: str) -> str:
+    """The id of a set-up submit that must be accepted; a set-up error otherwise."""
+    body = _json_object(response)
+    if response.status_code == 202 and body is not None and isinstance(body.get("id"), str):
+        return str(body["id"])
+    hint = (
+        " (the low-limit account's daily credits may be spent: rerun after 00:00 UTC)"
+        if response.status_code == 429
+        else ""
+    )
+    raise SetupFailed(f"setup: {what}: expected 202 with an id, saw {describe(response)}{hint}")
+
+
+def _wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
+    """Wait for *count* events at *endpoint*: those generations are no longer in flight."""
+    try:
+        endpoint.wait_for(count, delivery_deadline(profile))
+    except DeliveryTimeout as error:
+        raise SetupFailed(f"setup: the generations did not report back: {error}") from None
+
+
+# -- 1. the per-minute limit ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateRun:
+    """Requests sent back to back on the low-limit key up to the first 429."""
+
+    limit: int  # the tier's requests_per_minute
+    served: int  # requests answered before the first 429 (all, if none came)
+    first: httpx.Response  # the first response (a served one)
+    refused: httpx.Response | None  # the first 429
+    refused_at: float  # time.time() when the 429 arrived
+    seconds: float  # from the first request to the last answer
+
+
+_RUN: list[RateRun] = []
+
+
+def _rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder) -> RateRun:
+    """The run of requests up to the first 429, sent by the first check that asks.
+
+    The requests are GET /v1/account/tier: an authenticated /v1 request like any other
+    (spec §8 counts requests per API key; RATE-RPM-05), which spends no credits and
+    gives the limit with the first answer. At most requests_per_minute + 1 are sent.
+    """
+    if _RUN:
+        return _RUN[0]
+    budget = profile.budgets.max_requests_per_rate_check
+    api: ApiClient = make_api(budget=budget)
+    _WINDOW.make_room(recorder, None, profile)
+    start = time.monotonic()
+    first = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    if first.status_code == 429:
+        raise SetupFailed(
+            f"setup: the first request of the low-limit key was answered 429 "
+            f"({describe(first)}): the key must be idle for a minute before the run"
+        )
+    _WINDOW.tier = tier = _checked_tier(first)
+    limit = int(tier["requests_per_minute"])
+    if limit + 1 > budget:
+        pytest.skip(
+            f"the low-limit tier allows {limit} requests per minute, over the budget of "
+            f"{budget} ([budgets] max_requests_per_rate_check)"
+        )
+    served, refused, refused_at = 1, None, 0.0
+    for _ in range(limit):
+        response = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+        if response.status_code == 429:
+            refused, refused_at = response, time.time()
+            break
+        served += 1
+    run = RateRun(limit, served, first, refused, refused_at, time.monotonic() - start)
+    _RUN.append(run)
+    return run
+
+
+@pytest.fixture
+def rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder) -> RateRun:
+    return _rate_run(make_api, profile, recorder)
+
+
+def _refused(run: RateRun) -> httpx.Response:
+    """The run's 429; a set-up error when none came (RATE-RPM-02 judges that)."""
+    if run.refused is None:
+        raise SetupFailed(
+            f"setup: no 429 after {run.served} requests (limit {run.limit}): no 429 response "
+            "to examine (test_rate_request_over_limit_answered_429 judges this)"
+        )
+    return run.refused
+
+
+@pytest.mark.requirement("RATE-RPM-01")
+def test_rate_requests_up_to_limit_are_served(rate_run: RateRun) -> None:
+    """The key's first requests_per_minute requests within a minute are not answered 429."""
+    assert rate_run.served >= rate_run.limit, (
+        f"RATE-RPM-01: expected the first {rate_run.limit} requests (the tier's "
+        f"requests_per_minute) to be served; request {rate_run.served + 1} was answered "
+        f"{describe(_refused(rate_run))}"
+    )
+
+
+@pytest.mark.requirement("RATE-RPM-02")
+def test_rate_request_over_limit_answered_429(rate_run: RateRun) -> None:
+    """The request after requests_per_minute requests within a minute is answered 429."""
+    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
+        raise SetupFailed(
+            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
+            "one-minute window: the limit could not be reached"
+        )
+    assert rate_run.refused is not None, (
+        f"RATE-RPM-02: expected request {rate_run.limit + 1} within a minute to be "
+        f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
+        f"requests were served in {rate_run.seconds:.1f} s"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-01")
+def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
+    """A 429 response carries the Retry-After header."""
+    refused = _refused(rate_run)
+    assert "retry-after" in refused.headers, (
+        f"RATE-HDR-01: expected a Retry-After header on the 429; saw headers "
+        f"{sorted(refused.headers.keys())}"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-03")
+def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> None:
+    """X-RateLimit-Limit of a 429 is an integer equal to the tier's requests_per_minute."""
+    seen = _refused(rate_run).headers.get("x-ratelimit-limit")
+    assert seen is not None and seen.strip() == str(rate_run.limit), (
+        f"RATE-HDR-03: expected X-RateLimit-Limit: {rate_run.limit} (the tier's "
+        f"requests_per_minute) on the 429, saw {seen!r}"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-07")
+def test_rate_served_response_carries_ratelimit_headers(rate_run: RateRun) -> None:
+    """A served (non-429) response carries the X-RateLimit-* headers too."""
+    names = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+    missing = [n for n in names if n not in rate_run.first.headers]
+    assert not missing, (
+        f"RATE-HDR-07: expected {list(names)} on a served response "
+        f"({rate_run.first.status_code}), missing {missing}"
+    )
+
+
+@pytest.mark.requirement("RATE-RETRY-01")
+def test_rate_retry_after_waiting_retry_after_is_served(api: ApiClient, rate_run: RateRun) -> None:
+    """After waiting the Retry-After seconds of a rate-limit 429, a retry is served."""
+    refused = _refused(rate_run)
+    wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
+    if wait is None or wait > WINDOW_SECONDS + api.profile.timing.tolerance_seconds:
+        raise SetupFailed(
+            f"setup: no usable Retry-After on the 429 ({refused.headers.get('retry-after')!r})"
+        )
+    time.sleep(max(0.0, rate_run.refused_at + wait - time.time()))  # the wait under test
+    retry = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    assert retry.status_code != 429, (
+        f"RATE-RETRY-01: expected a retry after the Retry-After of {wait:g} s to be served, "
+        f"saw {describe(retry)}"
+    )
+
+
+# -- 2. concurrency, credits spent and refunded ----------------------------------------------
+
+
+@pytest.mark.sandbox
+@pytest.mark.requirement("RATE-CONC-01")
+def test_concurrency_submit_beyond_limit_is_refused(
+    api: ApiClient,
+    make_api: Callable[..., ApiClient],
+    make_endpoint: Callable[..., Endpoint],
+    profile: Profile,
+    recorder: Recorder,
+) -> None:
+    """Of concurrent_limit + 1 submits sent at once, one is refused.
+
+    The submits carry the sandbox fail prompt, so their credits come back (spec §1) and
+    the burst does not eat into the daily cap; each burst's generations are waited for.
+    """
+    limit = int(_tier(api)["concurrent_limit"])
+    burst = limit + 1
+    if burst + 1 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(f"concurrent_limit {limit} is over the request budget of a rate check")
+    prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
+    clients = [make_api() for _ in range(burst)]
+    seen: list[list[int]] = []
+    for _ in range(CONCURRENCY_TRIALS):
+        _WINDOW.make_room(recorder, burst, profile)
+        endpoint = make_endpoint()
+
+        def send(client: ApiClient, target: Endpoint = endpoint) -> httpx.Response:
+            return client.request(
+                "POST", IMAGES, role=ROLE, json=_submit_body(target, prompt), patient=False
+            )
+
+        with ThreadPoolExecutor(max_workers=burst) as pool:
+            responses = list(pool.map(send, clients))
+        statuses = [r.status_code for r in responses]
+        seen.append(statuses)
+        accepted = sum(1 for s in statuses if 200 <= s < 300)
+        if accepted:
+            _wait_finished(endpoint, accepted, profile)
+        if any(400 <= s < 500 for s in statuses):
+            return
+    raise AssertionError(
+        f"RATE-CONC-01: expected one of {burst} simultaneous submits (concurrent_limit = "
+        f"{limit}) to be refused; statuses of {CONCURRENCY_TRIALS} bursts: {seen}"
+    )
+
+
+@pytest.mark.requirement("CREDIT-SPEND-01")
+def test_credits_completed_generation_increases_credits_used(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
+) -> None:
+    """A completed generation raises the account's credits used today."""
+    _tier(api)
+    _WINDOW.make_room(recorder, 3, profile)
+    before = credits_used_today(api, ROLE)
+    response = api.request("POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False)
+    _accepted_id(response, f"POST {IMAGES}")
+    _wait_finished(endpoint, 1, profile)
+    after = credits_used_today(api, ROLE)
+    assert after > before, (
+        f"CREDIT-SPEND-01: expected credits used today to rise after a completed "
+        f"generation; saw {before} before the submit and {after} after it completed"
+    )
+
+
+@pytest.mark.sandbox
+@pytest.mark.requirement("CREDIT-REFUND-01")
+def test_credits_failed_generation_is_refunded(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
+) -> None:
+    """A failed generation gives its credits back: credits used today return to before."""
+    _tier(api)
+    reads = 3  # the refund may land just after the event; re-read within the tolerance
+    _WINDOW.make_room(recorder, 2 + reads, profile)
+    before = credits_used_today(api, ROLE)
+    prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
+    response = api.request(
+        "POST", IMAGES, role=ROLE, json=_submit_body(endpoint, prompt), patient=False
+    )
+    _accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
+    _wait_finished(endpoint, 1, profile)
+    deadline = time.monotonic() + profile.timing.tolerance_seconds
+    after = credits_used_today(api, ROLE)
+    for _ in range(reads - 1):
+        if after <= before or time.monotonic() >= deadline:
+            break
+        time.sleep(profile.timing.tolerance_seconds / reads)
+        after = credits_used_today(api, ROLE)
+    assert after <= before, (
+        f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
+        f"generation, saw {after}"
+    )
+
+
+# -- 3. the daily credit cap (last: it spends the day's credits) ------------------------------
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-01")
+def test_credit_cap_submit_after_cap_answered_429(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
+) -> None:
+    """Submits are answered 429 once the day's credits reach max_credits_per_day.
+
+    Every accepted submit spends at least one credit (CREDIT-SPEND-01), so of
+    max_credits_per_day + 1 submits one at least must be refused. Each generation is
+    waited for before the next submit (none in flight: no concurrency 429), and each
+    submit has room in the rate window (no rate-limit 429).
+    """
+    cap = int(_tier(api)["max_credits_per_day"])
+    if cap + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(
+            f"max_credits_per_day {cap} needs more submits than the budget of "
+            f"{profile.budgets.max_requests_per_rate_check}"
+        )
+    statuses: list[int] = []
+    for index in range(cap + 1):
+        _WINDOW.make_room(recorder, 1, profile)
+        response = api.request(
+            "POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False
+        )
+        statuses.append(response.status_code)
+        if response.status_code == 429:
+            return
+        _accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
+        _wait_finished(endpoint, index + 1, profile)
+    raise AssertionError(
+        f"CREDIT-CAP-01: expected a 429 within {cap + 1} submits of at least one credit "
+        f"each (max_credits_per_day = {cap}); statuses: {statuses}"
+    )
