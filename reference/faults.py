@@ -626,6 +626,22 @@ _REGISTRY: tuple[Fault, ...] = (
         "GEN-VIDEO-01",
         "a video submit without prompt is accepted (with a default prompt)",
     ),
+    # --- limits (engineer CHECKS-LIMITS; conformance/checks/test_rate_limits.py) ---
+    Fault(
+        "ratelimit-remaining-not-zero",
+        "RATE-HDR-04",
+        "a rate-limit 429 gives X-RateLimit-Remaining as the whole limit instead of 0",
+    ),
+    Fault(
+        "ratelimit-reset-milliseconds",
+        "RATE-HDR-05",
+        "X-RateLimit-Reset is a unix time in milliseconds",
+    ),
+    Fault(
+        "retry-after-http-date",
+        "RATE-HDR-02",
+        "429 responses give Retry-After as an HTTP-date instead of seconds",
+    ),
 )
 
 #: Every known fault by name.

@@ -10,6 +10,7 @@ count, so a client that waits Retry-After seconds is served again.
 
 from __future__ import annotations
 
+import email.utils
 import math
 import threading
 import time
@@ -59,11 +60,17 @@ def rate_limited(
     """The 429 of spec §7: Retry-After (whole seconds, at least 1) and X-RateLimit-*."""
     headers: dict[str, str] = {}
     if not faults.on("missing-retry-after"):
-        headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
+        seconds = max(1, math.ceil(retry_after_s))
+        headers["Retry-After"] = (
+            email.utils.formatdate(time.time() + seconds, usegmt=True)
+            if faults.on("retry-after-http-date")
+            else str(seconds)
+        )
     if not faults.on("rate-limit-headers-missing"):
+        reset = window.reset_unix * (1000 if faults.on("ratelimit-reset-milliseconds") else 1)
         headers["X-RateLimit-Limit"] = str(window.limit)
         headers["X-RateLimit-Remaining"] = str(window.remaining)
-        headers["X-RateLimit-Reset"] = str(window.reset_unix)
+        headers["X-RateLimit-Reset"] = str(reset)
     return ApiError(429, detail, headers)
 
 
@@ -114,7 +121,9 @@ class RateLimiter:
                 wait = window[0] + WINDOW_S - now
                 state = WindowState(
                     limit=tier.requests_per_minute,
-                    remaining=0,
+                    remaining=tier.requests_per_minute
+                    if self._faults.on("ratelimit-remaining-not-zero")
+                    else 0,
                     reset_unix=math.ceil(time.time() + wait),
                 )
                 raise rate_limited(
