@@ -213,8 +213,10 @@ def create_app(service: Service) -> Starlette:
         finally:
             # Graceful stop: queued work and pending deliveries stay in the store and
             # resume at the next start.
-            await service.generations.stop()
-            await service.webhooks.stop()
+            try:
+                await service.generations.stop()
+            finally:
+                await service.webhooks.stop()
 
     app = Starlette(
         routes=[*core_routes(service), *console_routes(), *service.webhooks.routes()],

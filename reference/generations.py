@@ -38,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 
 from reference import media
 from reference.accounts import now_iso
+from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
 from reference.config import Config
@@ -61,7 +62,9 @@ MAX_PROMPT_CHARS = 32_000
 #: Generation states: queued, then completed, failed or cancelled. ("running" was a state
 #: of earlier stores; start() turns any such row back into queued.)
 _IN_FLIGHT = ("queued", "running")
-_BATCH = 64  # per worker step: bounds how long one step holds the event loop
+_BATCH = 64  # per worker step: bounds how long one batch runs before stop() is seen
+#: How long stop() lets the batch in hand finish before cancelling the worker.
+STOP_GRACE_S = 10.0
 
 
 class DeliveryHooks(Protocol):
@@ -401,15 +404,25 @@ class GenerationService:
         self._task = asyncio.create_task(self._run(), name="generation-worker")
 
     async def stop(self) -> None:
-        """Finish the batch in hand, then stop; queued rows stay queued for the next start."""
+        """Finish the batch in hand, then stop; queued rows stay queued for the next start.
+
+        Waits through ``asyncio.wait`` (which never cancels nor swallows a cancellation);
+        a worker stuck past the bound is cancelled, and ``run_db`` lets its batch finish
+        before it unwinds, so the store is never closed under a running batch.
+        """
         self._stopping = True
         self._wakeup.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, timeout=10)
-            except TimeoutError:
-                self._task.cancel()
-            self._task = None
+        task, self._task = self._task, None
+        if task is None:
+            return
+        _, stuck = await asyncio.wait([task], timeout=STOP_GRACE_S)
+        if stuck:
+            task.cancel()
+            _, stuck = await asyncio.wait([task], timeout=STOP_TIMEOUT_S)
+            if stuck:
+                log_event("worker_error", error="the generation worker did not stop")
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            log_event("worker_error", error=repr(task.exception()))
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -421,19 +434,16 @@ class GenerationService:
                 due.append(generation_id)
             if due:
                 try:
-                    self._process(due)
+                    # In a worker thread: rendering and the commit stay off the event loop.
+                    await run_db(self._process, due)
                 except Exception as exc:  # a bad batch must not stop the worker
                     log_event("worker_error", error=repr(exc), generations=len(due))
                     for generation_id in due:  # retry the batch shortly
                         self.schedule(generation_id, time.time() + 1.0)
-                await asyncio.sleep(0)
                 continue
             timeout = (self._heap[0][0] - now) if self._heap else 1.0
             self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout=max(0.0, min(timeout, 1.0)))
-            except TimeoutError:
-                pass
+            await wait_event(self._wakeup, max(0.0, min(timeout, 1.0)))
 
     def _process(self, generation_ids: Sequence[str]) -> None:
         # Only this worker moves a generation out of 'queued', so a plain read is enough;

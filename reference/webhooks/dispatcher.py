@@ -22,10 +22,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import httpx
 
+from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
 from reference.logs import log_event
 from reference.store import Store
 
@@ -33,9 +33,7 @@ from .envelopes import timestamp_now
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
-__all__ = ["DeliveryPolicy", "Dispatcher", "run_db"]
-
-T = TypeVar("T")
+__all__ = ["DeliveryPolicy", "Dispatcher"]
 
 log = logging.getLogger("reference.webhooks")
 
@@ -44,8 +42,6 @@ log = logging.getLogger("reference.webhooks")
 IDLE_POLL_S = 2.0
 #: How long a delivery whose attempt crashed inside the service is left alone.
 INTERNAL_ERROR_COOLDOWN_S = 5.0
-#: How long stop() waits for cancelled tasks to unwind.
-STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -67,21 +63,6 @@ class DeliveryPolicy:
 SecretLookup = Callable[[DeliveryRow], str]
 OptionsLookup = Callable[[DeliveryRow], SendOptions]
 ClientGetter = Callable[[], Awaitable[httpx.AsyncClient]]
-
-
-async def run_db(function: Callable[..., T], *args: Any) -> T:
-    """Run a store call in a worker thread, and never abandon it half-way.
-
-    A cancelled ``asyncio.to_thread`` returns at once while its thread goes on using a
-    SQLite connection; if the store is closed meanwhile (shutdown) the process can crash.
-    So on cancellation this waits (bounded) for the call to finish, then re-raises.
-    """
-    call = asyncio.ensure_future(asyncio.to_thread(function, *args))
-    try:
-        return await asyncio.shield(call)
-    except asyncio.CancelledError:
-        await asyncio.wait([call], timeout=STOP_TIMEOUT_S)
-        raise
 
 
 class Dispatcher:
@@ -174,13 +155,7 @@ class Dispatcher:
             if next_at is not None and len(self._running) < self._policy.concurrency:
                 wait = min(max(next_at - time.time(), 0.0), IDLE_POLL_S)
             if wait > 0:
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
-                # cancellation that races with the event being set, and stop() would hang.
-                try:
-                    async with asyncio.timeout(wait):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+                await wait_event(self._wake, wait)
 
     async def _deliver(self, row: DeliveryRow) -> None:
         try:

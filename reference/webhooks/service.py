@@ -39,6 +39,7 @@ import httpx
 from starlette.routing import BaseRoute
 
 from genapi_spec import API_VERSION
+from reference.aio import run_db
 from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
 from reference.errors import ApiError
@@ -58,7 +59,7 @@ from reference.netguard import (
 from reference.store import Store
 
 from . import envelopes, event_faults, url_faults
-from .dispatcher import DeliveryPolicy, Dispatcher, run_db
+from .dispatcher import DeliveryPolicy, Dispatcher
 from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
 from .schema import OUTCOMES

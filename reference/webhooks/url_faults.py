@@ -11,7 +11,6 @@ set intersection and nothing else here runs.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
@@ -21,6 +20,7 @@ from typing import Any, Final
 
 import httpx
 
+from reference.aio import run_db
 from reference.errors import ApiError
 from reference.faults import Faults
 from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, ValidatedTarget
@@ -315,4 +315,4 @@ async def on_refused_redeliver(service: Any, row: Any, reason: str) -> None:
         refused = AttemptResult(
             n=row.attempt_count + 1, at=timestamp_now(), status=0, ms=0, error=f"refused: {reason}"
         )
-        await asyncio.to_thread(service._record_manual, row.id, refused, "redeliver", "failed")
+        await run_db(service._record_manual, row.id, refused, "redeliver", "failed")
