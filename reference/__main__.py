@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import socket
 import sys
 import time
@@ -31,6 +32,8 @@ from reference.webhooks import SCHEMA_SQL
 __all__ = ["main"]
 
 STARTUP_TIMEOUT_S = 30.0
+#: Spec §6: each delivery attempt times out after 10 s (``Config``'s default).
+SPEC_DELIVERY_TIMEOUT_S = Config.delivery_timeout_s
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -38,6 +41,16 @@ def _host_port(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not host:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host.strip("[]"), int(port)
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
         help="inject a registered fault (see `python -m reference faults`)",
     )
     serve.add_argument("--latency-ms", type=int, default=200)
+    serve.add_argument(
+        "--delivery-timeout",
+        type=_seconds,
+        default=SPEC_DELIVERY_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"per-attempt delivery timeout (default {SPEC_DELIVERY_TIMEOUT_S:g}, the spec's; "
+        "any other value is logged as a WARNING)",
+    )
     serve.add_argument("--key-prefix", default="gk")
     faults = commands.add_parser("faults", help="list the fault registry")
     faults.add_argument(
@@ -104,7 +125,17 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _warn_test_mode(config: Config) -> None:
+def _warn_non_default(config: Config) -> None:
+    if config.delivery_timeout_s != SPEC_DELIVERY_TIMEOUT_S:
+        sys.stderr.write(
+            f"WARNING: delivery timeout is {config.delivery_timeout_s:g} s, not the spec's "
+            f"{SPEC_DELIVERY_TIMEOUT_S:g} s (--delivery-timeout)\n"
+        )
+        log_event(
+            "warning",
+            message="delivery timeout differs from the spec's",
+            delivery_timeout_s=config.delivery_timeout_s,
+        )
     if config.egress != "loopback":
         sys.stderr.write(
             f"WARNING: deliveries may connect beyond loopback (--egress {config.egress})\n"
@@ -172,10 +203,11 @@ def serve(args: argparse.Namespace) -> int:
         hosts_file=args.hosts_file,
         dns_server=args.dns_server,
         egress=args.egress,
+        delivery_timeout_s=args.delivery_timeout,
         faults=faults.enabled,
         master_secret=load_master_secret(store),
     )
-    _warn_test_mode(config)
+    _warn_non_default(config)
     if faults.enabled:
         log_event("warning", message="faults injected", faults=sorted(faults.enabled))
     service = build_service(config, store)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
-from running_reference import ReferenceFactory, bearer, wait_for_status
+import pytest
+from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_status
 
 from conformance.profile import load_profile
+from reference.__main__ import _parser
 from reference.faults import FAULTS
 
 
@@ -109,3 +114,54 @@ def test_graceful_stop_keeps_queued_work(
     client = second.client()
     for generation_id in ids:
         assert wait_for_status(client, key, generation_id)["status"] == "completed"
+
+
+def test_delivery_timeout_flag_bounds_each_attempt_and_warns(
+    reference_factory: ReferenceFactory,
+) -> None:
+    # A listening socket nobody accepts on: the kernel completes the handshake, the
+    # request is sent, no answer ever comes, so only the attempt timeout ends it.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        service = reference_factory(args=["--delivery-timeout", "0.5", "--latency-ms", "0"])
+        assert "WARNING: delivery timeout is 0.5 s, not the spec's 10 s" in service.stderr_text()
+        client, key = service.client(), service.key("primary")
+        submitted = client.post(
+            "/v1/images/generate",
+            headers=bearer(key),
+            json={"prompt": "timeout", "callback_url": f"http://127.0.0.1:{port}/hook"},
+        )
+        assert submitted.status_code == 202, submitted.text
+        generation_id = submitted.json()["id"]
+        deadline = time.monotonic() + 8.0  # well under the spec's 10 s: the flag took effect
+        attempts: list[dict[str, Any]] = []
+        while not attempts:
+            assert time.monotonic() < deadline, "no attempt recorded"
+            listing = client.get(
+                f"/v1/generations/{generation_id}/deliveries", headers=bearer(key)
+            ).json()
+            attempts = [a for d in listing["deliveries"] for a in d["attempts"]]
+            time.sleep(0.1)  # polling interval; the deadline bounds the wait
+    first = attempts[0]
+    assert first["status"] == 0
+    assert first["error"] == "no response within 0.5 s"
+    assert 400 <= first["ms"] < 5000  # 0.5 s with scheduling tolerance
+
+
+def test_default_delivery_timeout_is_the_specs_without_warning(
+    reference_server: RunningReference,
+) -> None:
+    assert _parser().parse_args(["serve"]).delivery_timeout == 10.0
+    assert "delivery timeout" not in reference_server.stderr_text()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_delivery_timeout_must_be_a_positive_number(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _parser().parse_args(["serve", "--delivery-timeout", value])
+    assert stopped.value.code == 2
+    assert "--delivery-timeout" in capsys.readouterr().err
