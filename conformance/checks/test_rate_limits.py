@@ -275,6 +275,60 @@ def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> 
     )
 
 
+@pytest.mark.requirement("RATE-HDR-02")
+def test_rate_429_retry_after_is_whole_seconds(rate_run: RateRun) -> None:
+    """Retry-After of a 429 is a non-negative integer number of seconds (spec §7)."""
+    seen = _refused(rate_run).headers.get("retry-after")
+    assert seen is not None and seen.strip().isdigit(), (
+        f"RATE-HDR-02: expected Retry-After as whole seconds (digits only), saw {seen!r}"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-04")
+def test_rate_429_remaining_header_is_zero(rate_run: RateRun) -> None:
+    """X-RateLimit-Remaining of a rate-limit 429 is an integer, 0: no request left."""
+    seen = _refused(rate_run).headers.get("x-ratelimit-remaining")
+    assert seen is not None and seen.strip() == "0", (
+        f"RATE-HDR-04: expected X-RateLimit-Remaining: 0 on the 429 of a spent window, saw {seen!r}"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-05")
+def test_rate_429_reset_header_is_unix_time_within_a_minute(
+    rate_run: RateRun, profile: Profile
+) -> None:
+    """X-RateLimit-Reset of a 429 is an integer unix time (seconds) in the coming minute."""
+    seen = _refused(rate_run).headers.get("x-ratelimit-reset")
+    tolerance = profile.timing.tolerance_seconds
+    earliest = rate_run.refused_at - tolerance - 1  # the header is whole seconds
+    latest = rate_run.refused_at + WINDOW_SECONDS + tolerance + 1
+    value = int(seen.strip()) if seen is not None and seen.strip().isdigit() else None
+    assert value is not None and earliest <= value <= latest, (
+        f"RATE-HDR-05: expected X-RateLimit-Reset to be a unix time in seconds between "
+        f"{earliest:.0f} and {latest:.0f} (the 429 came at {rate_run.refused_at:.0f}), "
+        f"saw {seen!r}"
+    )
+
+
+@pytest.mark.requirement("RATE-HDR-06")
+def test_rate_429_retry_after_reaches_reset(rate_run: RateRun, profile: Profile) -> None:
+    """Waiting the Retry-After seconds of a rate-limit 429 reaches X-RateLimit-Reset."""
+    refused = _refused(rate_run)
+    wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
+    reset = refused.headers.get("x-ratelimit-reset", "")
+    if wait is None or not reset.strip().isdigit():
+        raise SetupFailed(
+            f"setup: no Retry-After or X-RateLimit-Reset to compare "
+            f"({refused.headers.get('retry-after')!r}, {reset!r})"
+        )
+    tolerance = profile.timing.tolerance_seconds + 1  # both are whole seconds
+    retry_at = rate_run.refused_at + wait
+    assert retry_at >= int(reset) - tolerance, (
+        f"RATE-HDR-06: expected waiting Retry-After ({wait:g} s) to reach "
+        f"X-RateLimit-Reset {reset}; it ends at {retry_at:.0f}"
+    )
+
+
 @pytest.mark.requirement("RATE-HDR-07")
 def test_rate_served_response_carries_ratelimit_headers(rate_run: RateRun) -> None:
     """A served (non-429) response carries the X-RateLimit-* headers too."""
