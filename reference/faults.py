@@ -626,7 +626,28 @@ _REGISTRY: tuple[Fault, ...] = (
         "GEN-VIDEO-01",
         "a video submit without prompt is accepted (with a default prompt)",
     ),
-    # --- limits (engineer CHECKS-LIMITS; conformance/checks/test_rate_limits.py) ---
+    # --- limits and generations (engineer CHECKS-LIMITS; conformance/checks/test_rate_limits.py,
+    # test_generation_*.py) ---
+    Fault(
+        "credit-cap-429-bare",
+        "CREDIT-429-01",
+        "a 429 for the daily credit cap lacks the X-RateLimit-* headers",
+    ),
+    Fault(
+        "credit-cap-refusal-charged",
+        "CREDIT-CAP-06",
+        "a submit refused for the daily credit cap still spends its credits",
+    ),
+    Fault(
+        "credit-cap-without-retry-after",
+        "CREDIT-CAP-02",
+        "a 429 for the daily credit cap lacks Retry-After",
+    ),
+    Fault(
+        "generation-read-404",
+        "GEN-READ-01",
+        "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
+    ),
     Fault(
         "ratelimit-remaining-not-zero",
         "RATE-HDR-04",
@@ -642,6 +663,7 @@ _REGISTRY: tuple[Fault, ...] = (
         "RATE-HDR-02",
         "429 responses give Retry-After as an HTTP-date instead of seconds",
     ),
+    Fault("video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"),
 )
 
 #: Every known fault by name.

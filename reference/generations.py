@@ -214,13 +214,21 @@ class GenerationService:
         if spent + cost > tier.max_credits_per_day and not self.faults.on(
             "credit-cap-not-enforced"
         ):
-            raise rate_limited(
+            refusal = rate_limited(
                 f"daily credit cap reached: {spent} of {tier.max_credits_per_day} credits "
                 f"spent today and this request costs {cost}; the cap resets at 00:00 UTC",
                 retry_after_s=seconds_to_utc_midnight(),
                 window=self.auth.limiter.window_state(key.key_id, tier),
                 faults=self.faults,
             )
+            if self.faults.on("credit-cap-without-retry-after"):
+                refusal.headers.pop("Retry-After", None)
+            if self.faults.on("credit-cap-429-bare"):
+                for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"):
+                    refusal.headers.pop(name, None)
+            if self.faults.on("credit-cap-refusal-charged"):
+                refusal.charge = cost  # type: ignore[attr-defined]  # spent by submit()
+            raise refusal
         conn.execute(
             "INSERT INTO credit_days (account_id, day, credits) VALUES (?, ?, ?) "
             "ON CONFLICT (account_id, day) DO UPDATE SET credits = credits + excluded.credits",
@@ -302,19 +310,30 @@ class GenerationService:
         generation_id = "gen_" + secrets.token_hex(12)
         created = now_iso()
         due_at = time.time() + self.config.latency_ms / 1000
-        with self.store.transaction() as conn:
-            self._check_concurrency(conn, key)
-            if not early_spend:
-                self._spend(conn, key, cost, day)
-            conn.execute(
-                "INSERT INTO generations (id, account_id, key_id, type, operation, model, prompt,"
-                " params, status, credits_used, credits_day, due_at, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
-                (generation_id, key.account_id, key.key_id, operation.type, operation.name,
-                 model, prompt, json.dumps(params), cost, day, due_at, created, created),
-            )  # fmt: skip
-            if binding is not None:
-                self.hooks.record_binding(conn, generation_id, binding)
+        try:
+            with self.store.transaction() as conn:
+                self._check_concurrency(conn, key)
+                if not early_spend:
+                    self._spend(conn, key, cost, day)
+                conn.execute(
+                    "INSERT INTO generations (id, account_id, key_id, type, operation, model, "
+                    "prompt, params, status, credits_used, credits_day, due_at, created_at, "
+                    "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                    (generation_id, key.account_id, key.key_id, operation.type, operation.name,
+                     model, prompt, json.dumps(params), cost, day, due_at, created, created),
+                )  # fmt: skip
+                if binding is not None:
+                    self.hooks.record_binding(conn, generation_id, binding)
+        except ApiError as refused:
+            charge = getattr(refused, "charge", 0)
+            if charge:  # fault credit-cap-refusal-charged: the refused submit is billed
+                with self.store.transaction() as conn:
+                    conn.execute(
+                        "UPDATE credit_days SET credits = credits + ? "
+                        "WHERE account_id = ? AND day = ?",
+                        (charge, key.account_id, day),
+                    )
+            raise
         self.schedule(generation_id, due_at)
         answer: dict[str, Any] = {
             "id": generation_id,
@@ -328,6 +347,8 @@ class GenerationService:
         if self.faults.on("generation-id-missing"):
             del answer["id"]
         status = 200 if self.faults.on("status-200-instead-of-202") else 202
+        if operation.type == "video" and self.faults.on("video-status-200"):
+            status = 200
         return JSONResponse(answer, status_code=status)
 
     async def auth_key(self, request: Request, scope: str | None) -> KeyContext:
@@ -367,7 +388,7 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows:
+        if not rows or self.faults.on("generation-read-404"):
             # Another account's generation is indistinguishable from an unknown one.
             raise ApiError(404, f"no generation {generation_id!r} for this account")
         return JSONResponse(self.view(rows[0], key))
