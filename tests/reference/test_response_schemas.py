@@ -18,7 +18,9 @@ def assert_schema(name: str, document: Any) -> None:
 def test_submit_and_generation_bodies(reference_server: RunningReference) -> None:
     client = reference_server.client()
     key = reference_server.key("primary")
-    for path in ("/v1/images/generate", "/v1/videos/generate"):
+    # The extensions too: their records report type audio / agent (schemas/generation.json).
+    paths = ("/v1/images/generate", "/v1/videos/generate", "/v1/audio/generate", "/v1/agents/run")
+    for path in paths:
         accepted = client.post(path, headers=bearer(key), json={"prompt": "schema"})
         assert_schema("generation-accepted", accepted.json())
         done = wait_for_status(client, key, accepted.json()["id"])
