@@ -74,7 +74,7 @@ def test_sandbox_cancel_prompt_cancels(reference_server: RunningReference) -> No
 
 
 def test_generation_is_queued_before_it_completes(reference_factory: ReferenceFactory) -> None:
-    slow = reference_factory(args=["--latency-ms", "3000"])
+    slow = reference_factory(args=["--latency-ms", "1500"])  # ample margin for one GET
     client = slow.client()
     key = slow.key("primary")
     accepted = client.post("/v1/images/generate", headers=bearer(key), json={"prompt": "slow"})
