@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import httpx
@@ -455,36 +456,149 @@ def test_credits_failed_generation_is_refunded(
 # -- 3. the daily credit cap (last: it spends the day's credits) ------------------------------
 
 
-@pytest.mark.destructive
-@pytest.mark.requirement("CREDIT-CAP-01")
-def test_credit_cap_submit_after_cap_answered_429(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
-) -> None:
-    """Submits are answered 429 once the day's credits reach max_credits_per_day.
+@dataclass(frozen=True)
+class CapRun:
+    """Submits on the low-limit key, one at a time, up to the first 429."""
+
+    cap: int  # the tier's max_credits_per_day
+    statuses: tuple[int, ...]
+    refused: httpx.Response | None  # the first 429
+    refused_at: float  # time.time() when it arrived
+
+
+_CAP: list[CapRun] = []
+
+
+def _cap_run(
+    api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
+) -> CapRun:
+    """The submits up to the credit cap's 429, sent by the first check that asks.
 
     Every accepted submit spends at least one credit (CREDIT-SPEND-01), so of
     max_credits_per_day + 1 submits one at least must be refused. Each generation is
     waited for before the next submit (none in flight: no concurrency 429), and each
     submit has room in the rate window (no rate-limit 429).
     """
+    if _CAP:
+        return _CAP[0]
     cap = int(_tier(api)["max_credits_per_day"])
     if cap + 2 > profile.budgets.max_requests_per_rate_check:
         pytest.skip(
             f"max_credits_per_day {cap} needs more submits than the budget of "
             f"{profile.budgets.max_requests_per_rate_check}"
         )
+    endpoint = make_endpoint("credit-cap")
     statuses: list[int] = []
+    refused: httpx.Response | None = None
+    refused_at = 0.0
     for index in range(cap + 1):
         _WINDOW.make_room(recorder, 1, profile)
-        response = api.request(
-            "POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False
-        )
+        body = _submit_body(endpoint)
+        response = api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
         statuses.append(response.status_code)
         if response.status_code == 429:
-            return
+            refused, refused_at = response, time.time()
+            break
         _accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
         _wait_finished(endpoint, index + 1, profile)
-    raise AssertionError(
-        f"CREDIT-CAP-01: expected a 429 within {cap + 1} submits of at least one credit "
-        f"each (max_credits_per_day = {cap}); statuses: {statuses}"
+    run = CapRun(cap, tuple(statuses), refused, refused_at)
+    _CAP.append(run)
+    return run
+
+
+@pytest.fixture
+def cap_run(
+    api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
+) -> CapRun:
+    return _cap_run(api, make_endpoint, profile, recorder)
+
+
+def _cap_refused(run: CapRun) -> httpx.Response:
+    """The credit cap's 429; a set-up error when none came (CREDIT-CAP-01 judges that)."""
+    if run.refused is None:
+        raise SetupFailed(
+            f"setup: no 429 within {len(run.statuses)} submits (max_credits_per_day "
+            f"{run.cap}): no credit-cap 429 to examine (CREDIT-CAP-01 judges this)"
+        )
+    return run.refused
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-01")
+def test_credit_cap_submit_after_cap_answered_429(cap_run: CapRun) -> None:
+    """Submits are answered 429 once the day's credits reach max_credits_per_day."""
+    assert cap_run.refused is not None, (
+        f"CREDIT-CAP-01: expected a 429 within {cap_run.cap + 1} submits of at least one "
+        f"credit each (max_credits_per_day = {cap_run.cap}); statuses: {list(cap_run.statuses)}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-02")
+def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
+    """A 429 for the daily credit cap carries Retry-After (spec §8)."""
+    refused = _cap_refused(cap_run)
+    assert "retry-after" in refused.headers, (
+        f"CREDIT-CAP-02: expected Retry-After on the credit-cap 429; saw headers "
+        f"{sorted(refused.headers.keys())}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-429-01")
+def test_credit_cap_429_has_the_429_headers_and_detail(cap_run: CapRun) -> None:
+    """A credit-cap 429 carries the headers and the JSON detail of every 429 (spec §7)."""
+    refused = _cap_refused(cap_run)
+    names = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+    missing = [name for name in names if name not in refused.headers]
+    body = _json_object(refused)
+    detail = body.get("detail") if body is not None else None
+    assert not missing and isinstance(detail, str), (
+        f"CREDIT-429-01: expected {list(names)} and a JSON 'detail' string on the "
+        f"credit-cap 429; missing headers {missing}, body {describe(refused)}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-04")
+def test_credit_cap_retry_after_is_seconds_to_utc_midnight(
+    cap_run: CapRun, profile: Profile
+) -> None:
+    """Retry-After of a credit-cap 429 is the number of seconds until the next 00:00 UTC."""
+    refused = _cap_refused(cap_run)
+    wait = parse_retry_after(refused.headers.get("retry-after"), now=cap_run.refused_at)
+    moment = datetime.fromtimestamp(cap_run.refused_at, UTC)
+    midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
+    expected = midnight.timestamp() - cap_run.refused_at
+    tolerance = profile.timing.tolerance_seconds + 1  # whole seconds
+    assert wait is not None and abs(wait - expected) <= tolerance, (
+        f"CREDIT-CAP-04: expected Retry-After of about {expected:.0f} s (to 00:00 UTC), "
+        f"saw {refused.headers.get('retry-after')!r}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-06")
+def test_credit_cap_refused_submit_spends_no_credits(
+    api: ApiClient,
+    cap_run: CapRun,
+    make_endpoint: Callable[..., Endpoint],
+    profile: Profile,
+    recorder: Recorder,
+) -> None:
+    """A submit refused for the daily credit cap spends no credits."""
+    _cap_refused(cap_run)
+    _WINDOW.make_room(recorder, 3, profile)
+    before = credits_used_today(api, ROLE)
+    endpoint = make_endpoint()
+    response = api.request("POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False)
+    if response.status_code != 429:
+        raise SetupFailed(
+            f"setup: a submit after the credit cap was reached answered {describe(response)}, "
+            "expected the cap's 429"
+        )
+    after = credits_used_today(api, ROLE)
+    assert after == before, (
+        f"CREDIT-CAP-06: expected credits used today to stay {before} across a submit "
+        f"refused for the cap ({describe(response)}), saw {after}"
     )
