@@ -29,6 +29,15 @@ def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
     return api.request("POST", path, json=body)
 
 
+def _id_of(response: httpx.Response) -> object:
+    """The ``id`` field of a JSON object body (None when there is none)."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    return body.get("id") if isinstance(body, dict) else None
+
+
 @pytest.mark.requirement("GEN-IMAGE-07")
 def test_image_submit_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
     """An accepted image submit is answered with exactly HTTP 202 (spec §1, §4)."""
@@ -61,12 +70,36 @@ def test_submit_2xx_body_carries_nonempty_string_id(
         f"GEN-ID-01: POST {path}: expected the submit to be accepted (202), "
         f"saw {describe(response)}"
     )
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    seen = body.get("id") if isinstance(body, dict) else None
+    seen = _id_of(response)
     assert isinstance(seen, str) and seen.strip(), (
         f"GEN-ID-01: POST {path}: expected a non-empty string 'id' in the body, "
         f"saw {describe(response)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "with_target", [pytest.param(True, id="with-target"), pytest.param(False, id="no-target")]
+)
+@pytest.mark.requirement("GEN-VIDEO-07")
+def test_video_submit_answers_202_with_id(
+    api: ApiClient, endpoint: Endpoint, with_target: bool
+) -> None:
+    """An accepted video submit answers 202 with an id, with or without a delivery target."""
+    body: dict[str, Any] = {"prompt": SUBMIT_PROMPT}
+    if with_target:
+        body["webhook"] = {"url": endpoint.url}
+    response = api.request("POST", VIDEOS, json=body)
+    assert_status(response, 202, "GEN-VIDEO-07")
+    assert isinstance(_id_of(response), str), (
+        f"GEN-VIDEO-07: expected the 202 to carry the generation id, saw {describe(response)}"
+    )
+
+
+@pytest.mark.requirement("GEN-IMAGE-08")
+def test_image_submit_without_target_answers_202_with_id(api: ApiClient) -> None:
+    """An image submit with a prompt and no delivery target is also answered 202 with an id."""
+    response = api.request("POST", IMAGES, json={"prompt": SUBMIT_PROMPT})
+    assert_status(response, 202, "GEN-IMAGE-08")
+    assert isinstance(_id_of(response), str), (
+        f"GEN-IMAGE-08: expected the 202 to carry the generation id, saw {describe(response)}"
     )
