@@ -11,8 +11,12 @@ from conformance.asserts import (
     assert_status,
     assert_status_in,
     assert_webhook_list,
+    credits_used_today,
     describe,
 )
+from conformance.client import ApiClient, Recorder
+from conformance.operations import SetupFailed
+from conformance.profile import CapabilityMissing, parse_profile
 
 
 def response(
@@ -88,3 +92,62 @@ def test_assert_webhook_list_accepts_an_array_or_an_object_holding_one(body: str
 def test_assert_webhook_list_rejects_what_is_not_a_list(status: int, body: str) -> None:
     with pytest.raises(AssertionError, match="CONSOLE-HOOK-02"):
         assert_webhook_list(response(status, body, path="/api/webhooks"), "CONSOLE-HOOK-02")
+
+
+_USAGE_PROFILE = """
+base_url = "http://127.0.0.1:9"
+[keys.primary]
+key = "gk_ASSERTScanary0primary0key00001"
+scopes = ["images:generate"]
+[keys.low-limit]
+key = "gk_ASSERTScanary0limited0key00002"
+account = "low-limit"
+scopes = ["images:generate"]
+[usage]
+path = "/v1/account/usage"
+field = "credits_used_today"
+"""
+
+
+def _usage_client(status: int, body: str, *, usage: bool = True) -> tuple[ApiClient, list[str]]:
+    """A client whose every request is answered *status* *body*; the paths it was sent to."""
+    text = _USAGE_PROFILE if usage else _USAGE_PROFILE.split("[usage]")[0]
+    profile = parse_profile(text, env={})
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.url.path} {request.headers['authorization'][-5:]}")
+        return httpx.Response(status, text=body, headers={"content-type": "application/json"})
+
+    transport = httpx.MockTransport(handler)
+    client = ApiClient(profile, Recorder(profile.redactor()), transport=transport)
+    return client, seen
+
+
+def test_credits_used_today_reads_the_usage_field_with_the_roles_key() -> None:
+    client, seen = _usage_client(200, '{"credits_used_today": 7, "requests_today": 3}')
+    assert credits_used_today(client, "low-limit") == 7
+    assert seen == ["/v1/account/usage 00002"]
+
+
+def test_credits_used_today_without_usage_table_is_a_missing_capability() -> None:
+    client, seen = _usage_client(200, "{}", usage=False)
+    with pytest.raises(CapabilityMissing, match="usage"):
+        credits_used_today(client)
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        pytest.param(500, '{"detail": "down"}', id="not-200"),
+        pytest.param(200, '{"credits_used_today": "7"}', id="string"),
+        pytest.param(200, '{"credits_used_today": true}', id="boolean"),
+        pytest.param(200, "[7]", id="not-an-object"),
+        pytest.param(200, "not json", id="not-json"),
+    ],
+)
+def test_credits_used_today_unusable_answer_is_a_setup_error(status: int, body: str) -> None:
+    client, _ = _usage_client(status, body)
+    with pytest.raises(SetupFailed, match="setup: "):
+        credits_used_today(client)
