@@ -195,7 +195,11 @@ def core_routes(service: Service) -> list[BaseRoute]:
         Route("/healthz", healthz, methods=["GET"]),
         *(_submit_endpoint(service, op) for op in OPERATIONS),
         Route("/v1/generations/{generation_id}", service.generations.get, methods=["GET"]),
-        Route("/v1/account/tier", account_tier, methods=["GET"]),
+        Route(
+            "/account/tier" if service.faults.on("tier-path-unversioned") else "/v1/account/tier",
+            account_tier,
+            methods=["GET"],
+        ),
         Route("/v1/account/usage", account_usage, methods=["GET"]),
         Route("/outputs/{name}", output, methods=["GET"]),
     ]

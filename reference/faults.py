@@ -663,6 +663,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "RATE-HDR-02",
         "429 responses give Retry-After as an HTTP-date instead of seconds",
     ),
+    Fault(
+        "tier-path-unversioned",
+        "VER-PATH-01",
+        "the tier endpoint is served at /account/tier, without the /v1 prefix",
+    ),
     Fault("video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"),
 )
 
