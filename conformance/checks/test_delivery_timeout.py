@@ -1,0 +1,148 @@
+"""The 10 s per-attempt timeout (spec §3 Delivery, §6 Behaviour, §8 Webhook attempts).
+
+Two chains run side by side for the whole module (about 35 s): a *silent* target that
+holds every reply well beyond 10 s (its attempts are abandoned and retried: about 0, 11,
+23 s when backoff counts from the timeout, FACTS-webhooks-ssrf.md), and a *slow* target
+that answers 200 after 7 s (within the timeout: success, no retry).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Final
+
+import pytest
+
+from conformance.deliveries import Chains, arrival_gaps, chains, wait_for_record
+from conformance.events import delivery_deadline
+from conformance.profile import Profile
+from conformance.receiver import Receiver, Reply
+from conformance.secrets import Redactor
+
+pytestmark = pytest.mark.slow
+
+#: Spec §6 Behaviour: per-attempt timeout, backoff before the 2nd and 3rd attempt.
+TIMEOUT: Final = 10.0
+BACKOFF: Final = (1.0, 2.0)
+#: The silent target's hold: beyond the timeout by more than any tolerance, so an IUT
+#: whose timeout is longer than 10 s gets a 200 and stops retrying.
+SILENT_HOLD: Final = 16.0
+#: The slow target's reply time: within the timeout (DLV-TIMEOUT-02's example).
+SLOW_REPLY: Final = 7.0
+#: An error text that names the timeout: "timeout", "timed out", "no response within 10 s".
+_NAMES_TIMEOUT: Final = re.compile(r"time|within\s*\d+|\b10\s*s\b", re.IGNORECASE)
+#: How long a settled outcome may take to show in the record after the last attempt.
+RECORD_SETTLE_SECONDS: Final = 5.0
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
+    with chains(profile, redactor, receiver, "timeout") as made:
+        made.start("silent", [Reply(200, delay=SILENT_HOLD)])
+        made.start("slow-200", [Reply(200, delay=SLOW_REPLY)])
+        yield made
+
+
+@pytest.mark.requirement("DLV-RETRY-02")
+def test_timed_out_attempt_is_retried(lab: Chains, profile: Profile) -> None:
+    """An attempt that gets no reply within 10 s is retried: a second attempt arrives."""
+    chain = lab["silent"]
+    chain.wait_for(2, delivery_deadline(profile, 2), "DLV-RETRY-02 (a retry after a timeout)")
+
+
+@pytest.mark.requirement("DLV-TIMEOUT-01")
+def test_attempt_abandoned_after_10_seconds(lab: Chains, profile: Profile) -> None:
+    """An attempt without a reply is abandoned after 10 s: the retry comes before the late
+    reply would have."""
+    chain = lab["silent"]
+    arrived = chain.wait_for(2, delivery_deadline(profile, 2), "DLV-TIMEOUT-01 (a 2nd attempt)")
+    gap = arrival_gaps(arrived)[0]
+    tolerance = profile.timing.tolerance_seconds
+    # Backoff from the start or from the end of the attempt (DLV-BACKOFF-03 judges which):
+    # the 2nd attempt comes 10 to 11 s after the 1st, never after the 16 s reply.
+    low, high = TIMEOUT - tolerance, TIMEOUT + BACKOFF[0] + tolerance
+    assert low <= gap <= high, (
+        f"DLV-TIMEOUT-01: the target held its reply {SILENT_HOLD:g} s; expected the attempt "
+        f"abandoned at {TIMEOUT:g} s and retried {low:.1f}..{high:.1f} s after it started, "
+        f"saw {gap:.2f} s {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("DLV-BACKOFF-03")
+def test_backoff_counts_from_end_of_timed_out_attempt(lab: Chains, profile: Profile) -> None:
+    """After a timed-out attempt, the backoff (1 s, then 2 s) counts from the timeout."""
+    chain = lab["silent"]
+    arrived = chain.wait_for(3, delivery_deadline(profile, 3), "DLV-BACKOFF-03 (3 attempts)")
+    gaps = arrival_gaps(arrived)[:2]
+    expected = [TIMEOUT + BACKOFF[0], TIMEOUT + BACKOFF[1]]
+    tolerance = profile.timing.tolerance_seconds
+    assert all(abs(g - e) <= tolerance for g, e in zip(gaps, expected, strict=True)), (
+        f"DLV-BACKOFF-03: expected attempts {expected[0]:g} s and {expected[1]:g} s apart "
+        f"(±{tolerance:g}: 10 s timeout, then 1 s / 2 s backoff), saw "
+        f"{[round(g, 2) for g in gaps]} {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("REC-ATTEMPT-08")
+def test_timed_out_attempt_recorded_with_status_0_and_timeout_error(
+    lab: Chains, profile: Profile
+) -> None:
+    """A timed-out attempt is recorded with status 0, an error naming the timeout and
+    ms of at least 10000."""
+    chain = lab["silent"]
+    chain.wait_for(1, delivery_deadline(profile, 1), "REC-ATTEMPT-08 (a first attempt)")
+    record = wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: isinstance(r.get("attempts"), list) and len(r["attempts"]) >= 1,
+        TIMEOUT + RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
+    )
+    attempts = record.get("attempts") if record else None
+    first = attempts[0] if isinstance(attempts, list) and attempts else None
+    assert isinstance(first, dict), (
+        f"REC-ATTEMPT-08: expected the record to hold the timed-out attempt, saw "
+        f"{json.dumps(record)[:300]} {chain.describe()}"
+    )
+    error, status, ms = first.get("error"), first.get("status"), first.get("ms")
+    assert (
+        status == 0
+        and isinstance(error, str)
+        and _NAMES_TIMEOUT.search(error)
+        and isinstance(ms, int)
+        and ms >= TIMEOUT * 1000
+    ), (
+        f"REC-ATTEMPT-08: expected status 0, an error naming the timeout and ms >= "
+        f"{TIMEOUT * 1000:g}, saw status {status!r}, error {error!r}, ms {ms!r}"
+    )
+
+
+@pytest.mark.requirement("DLV-TIMEOUT-02")
+def test_2xx_after_7_seconds_is_success(lab: Chains, profile: Profile) -> None:
+    """A 200 that comes 7 s after the attempt started (within 10 s) is success: no retry."""
+    chain = lab["slow-200"]
+    chain.wait_for(1, delivery_deadline(profile, 1), "DLV-TIMEOUT-02 (a first attempt)")
+    # A retry would come 1 s after the attempt ended: by 7 + 1 s, or 10 + 1 s if the IUT
+    # timed out early; listen past both.
+    quiet = TIMEOUT + BACKOFF[0] + 2 * profile.timing.tolerance_seconds
+    try:
+        chain.endpoint.assert_quiet(quiet)
+    except AssertionError as extra:
+        pytest.fail(
+            f"DLV-TIMEOUT-02: a 200 after {SLOW_REPLY:g} s is within the 10 s timeout, "
+            f"expected no retry: {extra}"
+        )
+    record = wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: r.get("outcome") == "delivered",
+        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
+    )
+    seen = None if record is None else record.get("outcome")
+    assert seen == "delivered", (
+        f"DLV-TIMEOUT-02: expected outcome 'delivered' for a 200 after {SLOW_REPLY:g} s, "
+        f"saw {seen!r} {chain.describe()}"
+    )
