@@ -24,13 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
 
 from .client import ApiClient, Recorder
-from .events import TargetKind, target_body
+from .events import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS, TargetKind, target_body
 from .operations import SUBMIT_PROMPT, SetupFailed
 from .profile import Profile
 from .receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
@@ -151,8 +151,11 @@ class Chain:
     endpoint: Endpoint
     replies: tuple[Reply, ...]
     kind: TargetKind
+    tolerance: float
+    max_generation_seconds: float
     generation_id: str | None = None
     error: BaseException | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
 
     @property
     def url(self) -> str:
@@ -165,12 +168,42 @@ class Chain:
         assert self.generation_id is not None
         return self.generation_id
 
-    def wait_for(self, count: int, timeout: float, requirement_id: str) -> list[Delivery]:
-        """*count* arrivals within *timeout* s; fewer fails *requirement_id* (a verdict:
-        the spec says how many attempts a target receives)."""
+    def reply(self, index: int) -> Reply:
+        """The reply scripted for arrival *index* (0-based; the last repeats)."""
+        return self.replies[min(index, len(self.replies) - 1)]
+
+    def window_after_first(self, count: int) -> float:
+        """How long after the first arrival arrival *count* may come: per attempt the
+        scripted reply time (capped at the 10 s timeout) and the backoff (spec §6), both
+        doubled, plus the tolerance and 2 s; generous, so a slow IUT fails the backoff
+        checks rather than these waits, and bounded."""
+        total = 0.0
+        for index in range(count - 1):
+            held = min(self.reply(index).delay, ATTEMPT_TIMEOUT_SECONDS)
+            backoff = BACKOFF_SECONDS[min(index, len(BACKOFF_SECONDS) - 1)]
+            total += 2 * (held + backoff) + self.tolerance
+        return total + 2.0
+
+    def wait_for(self, count: int, requirement_id: str) -> list[Delivery]:
+        """*count* arrivals; fewer by the deadline fails *requirement_id* (a verdict: the
+        spec says how many attempts a target receives).
+
+        Deadlines are absolute: the first arrival within the generation time plus the
+        10 s timeout and the tolerance from the submit, later ones within
+        :meth:`window_after_first` of the first, so checks of one chain that wait again
+        after a miss do not wait again.
+        """
         self.generation()
+        first_by = (
+            self.submitted_at
+            + self.max_generation_seconds
+            + ATTEMPT_TIMEOUT_SECONDS
+            + self.tolerance
+        )
         try:
-            return self.endpoint.wait_for(count, timeout)
+            first = self.endpoint.wait_for(1, max(0.001, first_by - time.monotonic()))[0]
+            rest_by = first.arrived_at + self.window_after_first(count)
+            return self.endpoint.wait_for(count, max(0.001, rest_by - time.monotonic()))
         except DeliveryTimeout as missing:
             raise AssertionError(f"{requirement_id}: {self.describe()}: {missing}") from None
 
@@ -190,6 +223,13 @@ class Chains:
         self.receiver = receiver
         self.name = name
         self._chains: dict[str, Chain] = {}
+        self._others: list[Endpoint] = []
+
+    def endpoint(self, name: str) -> Endpoint:
+        """A fresh endpoint that is no chain's target (e.g. a redirect's Location)."""
+        made = self.receiver.endpoint(f"{self.name}-{name}")
+        self._others.append(made)
+        return made
 
     def start(
         self,
@@ -204,7 +244,14 @@ class Chains:
             raise ValueError(f"chain {name!r} started twice")
         endpoint = self.receiver.endpoint(f"{self.name}-{name}")
         endpoint.respond_with(list(replies))
-        chain = Chain(name, endpoint, tuple(replies), kind)
+        chain = Chain(
+            name,
+            endpoint,
+            tuple(replies),
+            kind,
+            self.profile.timing.tolerance_seconds,
+            self.profile.sandbox.max_generation_seconds,
+        )
         self._chains[name] = chain
         try:
             chain.generation_id = submit_with_target(
@@ -220,10 +267,11 @@ class Chains:
     def close(self) -> None:
         """Stop serving the endpoints (later arrivals count as strays); surface handler
         errors."""
-        for chain in self._chains.values():
-            chain.endpoint.close()
-        for chain in self._chains.values():
-            chain.endpoint.check()
+        endpoints = [chain.endpoint for chain in self._chains.values()] + self._others
+        for endpoint in endpoints:
+            endpoint.close()
+        for endpoint in endpoints:
+            endpoint.check()
 
 
 @contextmanager

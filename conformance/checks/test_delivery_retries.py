@@ -15,7 +15,6 @@ from typing import Any, Final
 import pytest
 
 from conformance.deliveries import Chain, Chains, arrival_gaps, chains, wait_for_record
-from conformance.events import delivery_deadline
 from conformance.profile import Profile
 from conformance.receiver import Receiver, Reply
 from conformance.secrets import Redactor
@@ -45,10 +44,6 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ch
         yield made
 
 
-def _deadline(profile: Profile, attempts: int) -> float:
-    return delivery_deadline(profile, attempts)
-
-
 def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
     bodies = []
     for index, delivery in enumerate(chain.endpoint.deliveries):
@@ -65,14 +60,14 @@ def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
 def test_retry_after_500_makes_second_attempt(lab: Chains, profile: Profile) -> None:
     """An attempt answered 500 is retried: a second attempt arrives."""
     chain = lab["always-500"]
-    chain.wait_for(2, _deadline(profile, 2), "DLV-RETRY-01 (expected a 2nd attempt after a 500)")
+    chain.wait_for(2, "DLV-RETRY-01 (expected a 2nd attempt after a 500)")
 
 
 @pytest.mark.requirement("DLV-ATTEMPTS-01", "DLV-EXHAUST-01")
 def test_always_failing_target_gets_exactly_three_attempts(lab: Chains, profile: Profile) -> None:
     """A target that always answers 500 receives exactly 3 arrivals, then none for a while."""
     chain = lab["always-500"]
-    chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ATTEMPTS-01 (3 attempts)")
+    chain.wait_for(ATTEMPTS, "DLV-ATTEMPTS-01 (3 attempts)")
     try:
         chain.endpoint.assert_quiet(QUIET_AFTER_LAST + profile.timing.tolerance_seconds)
     except AssertionError as extra:
@@ -88,7 +83,7 @@ def test_always_failing_target_gets_exactly_three_attempts(lab: Chains, profile:
 def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profile) -> None:
     """The 2nd attempt arrives 1 s (within tolerance) after the 1st failed attempt."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(2, _deadline(profile, 2), "DLV-BACKOFF-01 (a 2nd attempt)")
+    arrived = chain.wait_for(2, "DLV-BACKOFF-01 (a 2nd attempt)")
     gap = arrival_gaps(arrived)[0]
     tolerance = profile.timing.tolerance_seconds
     assert abs(gap - BACKOFF[0]) <= tolerance, (
@@ -101,7 +96,7 @@ def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profi
 def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Profile) -> None:
     """The 3rd attempt arrives 2 s (within tolerance) after the 2nd failed attempt."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(3, _deadline(profile, 3), "DLV-BACKOFF-02 (a 3rd attempt)")
+    arrived = chain.wait_for(3, "DLV-BACKOFF-02 (a 3rd attempt)")
     gap = arrival_gaps(arrived)[1]
     tolerance = profile.timing.tolerance_seconds
     assert abs(gap - BACKOFF[1]) <= tolerance, (
@@ -114,7 +109,7 @@ def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Prof
 def test_three_failed_attempts_end_exhausted(lab: Chains, profile: Profile) -> None:
     """After the third failed attempt the delivery record's outcome is exhausted."""
     chain = lab["always-500"]
-    chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-EXHAUST-02 (3 attempts)")
+    chain.wait_for(ATTEMPTS, "DLV-EXHAUST-02 (3 attempts)")
     record = wait_for_record(
         lab.client,
         chain.generation(),
@@ -133,7 +128,7 @@ def test_three_failed_attempts_end_exhausted(lab: Chains, profile: Profile) -> N
 def test_every_attempt_carries_same_delivery_id_and_payload(lab: Chains, profile: Profile) -> None:
     """All attempts of one delivery carry one delivery id (header and body) and one payload."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ID-01 (3 attempts)")
+    arrived = chain.wait_for(ATTEMPTS, "DLV-ID-01 (3 attempts)")
     headers = [d.headers.get("X-Service-Delivery") for d in arrived]
     bodies = _bodies(chain, "DLV-ID-03")
     ids = [b.get("id") if isinstance(b, dict) else None for b in bodies]
@@ -151,7 +146,7 @@ def test_every_attempt_carries_same_delivery_id_and_payload(lab: Chains, profile
 def test_every_attempt_carries_byte_identical_body(lab: Chains, profile: Profile) -> None:
     """All attempts of one delivery carry the same body bytes."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(ATTEMPTS, _deadline(profile, ATTEMPTS), "DLV-ID-04 (3 attempts)")
+    arrived = chain.wait_for(ATTEMPTS, "DLV-ID-04 (3 attempts)")
     raw = [d.raw_body for d in arrived]
     assert all(body == raw[0] for body in raw), (
         f"DLV-ID-04: expected byte-identical bodies on every attempt, saw lengths "
@@ -166,7 +161,7 @@ def test_any_2xx_reply_ends_delivery_without_retry(
 ) -> None:
     """A 2xx reply (200, 201, 202, 204, 299) is success: no further attempt arrives."""
     chain = lab[f"ok-{status}"]
-    chain.wait_for(1, _deadline(profile, 1), f"DLV-SUCCESS-01 (a first attempt, replied {status})")
+    chain.wait_for(1, f"DLV-SUCCESS-01 (a first attempt, replied {status})")
     try:
         chain.endpoint.assert_quiet(BACKOFF[0] + 2 * profile.timing.tolerance_seconds + 1.0)
     except AssertionError as extra:
@@ -178,7 +173,7 @@ def test_any_2xx_reply_ends_delivery_without_retry(
 def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, status: int) -> None:
     """After a 2xx reply the delivery record's outcome is delivered."""
     chain = lab[f"ok-{status}"]
-    chain.wait_for(1, _deadline(profile, 1), f"DLV-OK-02 (a first attempt, replied {status})")
+    chain.wait_for(1, f"DLV-OK-02 (a first attempt, replied {status})")
     record = wait_for_record(
         lab.client,
         chain.generation(),
@@ -198,4 +193,4 @@ def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, stat
 def test_non_2xx_reply_is_retried(lab: Chains, profile: Profile, status: int) -> None:
     """A non-2xx reply (400, 404, 410, 429, 500, 503) is not success: it is retried."""
     chain = lab[f"fail-{status}-then-200"]
-    chain.wait_for(2, _deadline(profile, 2), f"DLV-SUCCESS-02 (a retry after a {status} reply)")
+    chain.wait_for(2, f"DLV-SUCCESS-02 (a retry after a {status} reply)")
