@@ -22,6 +22,7 @@ from .profile import CapabilityMissing
 
 __all__ = [
     "AUTH_REFUSALS",
+    "assert_delivery_list",
     "assert_not_refused_for_auth",
     "assert_refused",
     "assert_status",
@@ -137,3 +138,28 @@ def credits_used_today(api: ApiClient, role: str = "primary") -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
     return value
+
+
+def assert_delivery_list(
+    response: httpx.Response, requirement_id: str
+) -> tuple[list[dict[str, Any]], int]:
+    """A delivery list (spec §2: an object with ``deliveries``, an array of delivery
+    records, and ``total``, an integer), served with a 2xx; returns (records, total)."""
+    assert 200 <= response.status_code < 300, (
+        f"{requirement_id}: {_request_line(response)}: expected a 2xx delivery list, "
+        f"saw {describe(response)}"
+    )
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    records = body.get("deliveries") if isinstance(body, dict) else None
+    total = body.get("total") if isinstance(body, dict) else None
+    assert isinstance(records, list) and all(isinstance(r, dict) for r in records), (
+        f"{requirement_id}: expected an object with deliveries (an array of records), "
+        f"saw {describe(response)}"
+    )
+    assert type(total) is int, (
+        f"{requirement_id}: expected total, an integer, saw {total!r} in {describe(response)}"
+    )
+    return records, total
