@@ -30,9 +30,17 @@ from typing import Any, Final
 import httpx
 
 from .client import ApiClient, Recorder
-from .events import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS, TargetKind, target_body
+from .events import (
+    ATTEMPT_TIMEOUT_SECONDS,
+    BACKOFF_SECONDS,
+    RegisteredWebhook,
+    TargetKind,
+    delete_webhook,
+    register_webhook,
+    target_body,
+)
 from .operations import SUBMIT_PROMPT, SetupFailed
-from .profile import Profile
+from .profile import CapabilityMissing, Profile
 from .receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
 from .secrets import Redactor
 
@@ -66,9 +74,11 @@ def submit_with_target(
     role: str = "primary",
     prompt: str = SUBMIT_PROMPT,
     path: str = SUBMIT_PATH,
+    webhook_id: str | None = None,
 ) -> str:
-    """Submit a generation delivering to *url*; its id. A refusal is a set-up error."""
-    body: dict[str, Any] = {"prompt": prompt, **target_body(kind, url)}
+    """Submit a generation delivering to *url* (or the registered *webhook_id*); its id.
+    A refusal is a set-up error."""
+    body: dict[str, Any] = {"prompt": prompt, **target_body(kind, url, webhook_id=webhook_id)}
     response = client.request("POST", path, role=role, json=body)
     try:
         generation_id = response.json()["id"]
@@ -155,6 +165,7 @@ class Chain:
     max_generation_seconds: float
     generation_id: str | None = None
     error: BaseException | None = None
+    webhook: RegisteredWebhook | None = None
     submitted_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -224,6 +235,7 @@ class Chains:
         self.name = name
         self._chains: dict[str, Chain] = {}
         self._others: list[Endpoint] = []
+        self._webhooks: list[RegisteredWebhook] = []
 
     def endpoint(self, name: str) -> Endpoint:
         """A fresh endpoint that is no chain's target (e.g. a redirect's Location)."""
@@ -254,10 +266,15 @@ class Chains:
         )
         self._chains[name] = chain
         try:
+            webhook_id = None
+            if kind == "webhook.id":
+                chain.webhook = register_webhook(self.client, endpoint.url)
+                self._webhooks.append(chain.webhook)
+                webhook_id = chain.webhook.id
             chain.generation_id = submit_with_target(
-                self.client, endpoint.url, kind=kind, role=role
+                self.client, endpoint.url, kind=kind, role=role, webhook_id=webhook_id
             )
-        except (SetupFailed, httpx.HTTPError) as error:
+        except (SetupFailed, CapabilityMissing, httpx.HTTPError) as error:
             chain.error = error
         return chain
 
@@ -267,11 +284,15 @@ class Chains:
     def close(self) -> None:
         """Stop serving the endpoints (later arrivals count as strays); surface handler
         errors."""
-        endpoints = [chain.endpoint for chain in self._chains.values()] + self._others
-        for endpoint in endpoints:
-            endpoint.close()
-        for endpoint in endpoints:
-            endpoint.check()
+        try:
+            for webhook in self._webhooks:
+                delete_webhook(self.client, webhook)
+        finally:
+            endpoints = [chain.endpoint for chain in self._chains.values()] + self._others
+            for endpoint in endpoints:
+                endpoint.close()
+            for endpoint in endpoints:
+                endpoint.check()
 
 
 @contextmanager

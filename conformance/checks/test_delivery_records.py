@@ -1,0 +1,366 @@
+"""Delivery records and GET /v1/generations/{id}/deliveries (spec §2 Delivery record, §4).
+
+The module's chains run side by side: an inline target that answers 201 (delivered), an
+inline target that answers 500, 502, 503 (exhausted: three attempts, each with its own
+status), a callback_url target and a registered webhook. Each record is read once it has
+settled (outcome no longer pending_retry) and judged against what the receiver saw and
+answered. A record is matched to its chain by target_url; each generation has one target.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Final
+
+import pytest
+
+from conformance.asserts import assert_delivery_list, assert_status, describe
+from conformance.client import ApiClient
+from conformance.deliveries import (
+    OUTCOMES,
+    Chain,
+    Chains,
+    chains,
+    submit_with_target,
+    wait_for_record,
+)
+from conformance.events import COMPLETED
+from conformance.profile import Profile
+from conformance.receiver import Endpoint, Receiver, Reply
+from conformance.secrets import Redactor
+
+#: The exhausted chain's replies, one per attempt (spec §3: 3 attempts).
+FAILING: Final = (500, 502, 503)
+#: The delivered chain's reply: a 2xx other than 200, so status_code is seen to be copied.
+DELIVERED: Final = 201
+#: How long a record may take to settle after the last arrival.
+RECORD_SETTLE_SECONDS: Final = 5.0
+
+#: The chains by target kind (spec §4 rule 1), for the "list includes" checks.
+BY_KIND = [
+    pytest.param("delivered", "REC-GEN-04", id="webhook-url"),
+    pytest.param("callback", "REC-GEN-05", id="callback-url"),
+    pytest.param("registered", "REC-GEN-06", id="webhook-id", marks=pytest.mark.console),
+]
+#: Settled records judged field by field.
+SETTLED = [
+    pytest.param("delivered", id="delivered"),
+    pytest.param("exhausted", id="exhausted"),
+]
+
+# ISO 8601 date-time with a UTC offset or Z (REC-ATTEMPT-03, the form of created_at).
+_ISO_WITH_OFFSET = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", re.IGNORECASE
+)
+
+
+@pytest.fixture(scope="module")
+def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
+    with chains(profile, redactor, receiver, "records") as made:
+        made.start("delivered", [Reply(DELIVERED)])
+        made.start("exhausted", [Reply(status) for status in FAILING])
+        made.start("callback", [Reply(200)], kind="callback_url")
+        if profile.sessions:
+            made.start("registered", [Reply(200)], kind="webhook.id")
+        yield made
+
+
+def _arrivals(name: str) -> int:
+    return len(FAILING) if name == "exhausted" else 1
+
+
+def _settled(lab: Chains, name: str) -> tuple[Chain, dict[str, Any]]:
+    """The chain and its record once settled; a record that never shows fails the check
+    that asked (every generation's deliveries are listed, REC-GEN-02)."""
+    chain = lab[name]
+    count = _arrivals(name)
+    chain.wait_for(count, f"REC (set-up: {count} attempts of chain {name})")
+    record = wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: (
+            r.get("outcome") in ("delivered", "exhausted")
+            and isinstance(r.get("attempts"), list)
+            and len(r["attempts"]) >= count
+        ),
+        RECORD_SETTLE_SECONDS + lab.profile.timing.tolerance_seconds,
+    )
+    assert record is not None, (
+        f"REC-GEN-02: expected a record for the target {chain.url} in the generation's "
+        f"deliveries, saw none {chain.describe()}"
+    )
+    return chain, record
+
+
+def _attempts(record: dict[str, Any], requirement_id: str) -> list[dict[str, Any]]:
+    attempts = record.get("attempts")
+    assert isinstance(attempts, list) and all(isinstance(a, dict) for a in attempts), (
+        f"{requirement_id}: expected attempts to be an array of objects, saw {attempts!r}"
+    )
+    return attempts
+
+
+def _shown(record: dict[str, Any]) -> str:
+    return json.dumps(record)[:400]
+
+
+@pytest.mark.requirement("REC-GEN-01", "REC-GEN-07", "REC-LIST-01")
+def test_generation_deliveries_with_api_key_served_as_list(api: ApiClient, lab: Chains) -> None:
+    """GET /v1/generations/{id}/deliveries with the key is served: an object with
+    deliveries (an array) and total (an integer)."""
+    chain, _ = _settled(lab, "delivered")
+    response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
+    assert 200 <= response.status_code < 300, (
+        f"REC-GEN-01: expected a 2xx for the generation's deliveries with its API key, "
+        f"saw {describe(response)}"
+    )
+    assert_delivery_list(response, "REC-GEN-07")
+
+
+@pytest.mark.requirement("REC-LIST-02")
+def test_generation_deliveries_total_counts_the_records(api: ApiClient, lab: Chains) -> None:
+    """Without a limit, total is the number of records listed."""
+    chain, _ = _settled(lab, "exhausted")
+    response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
+    records, total = assert_delivery_list(response, "REC-LIST-01")
+    assert total == len(records), (
+        f"REC-LIST-02: expected total to equal the {len(records)} records listed, saw {total}"
+    )
+
+
+@pytest.mark.requirement("REC-GEN-02")
+def test_generation_deliveries_one_record_per_event(api: ApiClient, lab: Chains) -> None:
+    """A completed generation with one target lists exactly one generation.completed record."""
+    chain, _ = _settled(lab, "delivered")
+    response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
+    records, _ = assert_delivery_list(response, "REC-GEN-02")
+    completed = [r for r in records if r.get("event_type") == COMPLETED]
+    assert len(completed) == 1, (
+        f"REC-GEN-02: expected one {COMPLETED} record for the generation's one target, saw "
+        f"{len(completed)}: {[_shown(r) for r in records]} {chain.describe()}"
+    )
+
+
+@pytest.mark.parametrize(("name", "requirement_id"), BY_KIND)
+@pytest.mark.requirement("REC-GEN-04", "REC-GEN-05", "REC-GEN-06")
+def test_generation_deliveries_include_every_target_kind(
+    api: ApiClient, lab: Chains, name: str, requirement_id: str
+) -> None:
+    """The generation's list includes its delivery whatever the target kind (webhook.url,
+    callback_url, webhook.id)."""
+    chain = lab[name]
+    chain.wait_for(1, f"{requirement_id} (set-up: a delivery to the {chain.kind} target)")
+    wait_for_record(
+        lab.client,
+        chain.generation(),
+        chain.url,
+        lambda r: True,
+        RECORD_SETTLE_SECONDS + lab.profile.timing.tolerance_seconds,
+    )
+    response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
+    records, _ = assert_delivery_list(response, requirement_id)
+    assert any(r.get("event_type") == COMPLETED for r in records), (
+        f"{requirement_id}: expected the {chain.kind} delivery of {COMPLETED} in the "
+        f"generation's list, saw {[_shown(r) for r in records]} {chain.describe()}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-FIELD-01", "REC-FIELD-05")
+def test_record_names_event_and_target(api: ApiClient, lab: Chains, name: str) -> None:
+    """A record's event_type is the delivered event's name and target_url the URL given."""
+    chain, _ = _settled(lab, name)
+    response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
+    records, _ = assert_delivery_list(response, "REC-FIELD-05")
+    assert len(records) == 1, (
+        f"REC-FIELD-05: expected one record (one event, one target), saw {len(records)}"
+    )
+    record = records[0]
+    event = chain.endpoint.deliveries[0].json().get("event")
+    assert record.get("event_type") == event, (
+        f"REC-FIELD-01: expected event_type {event!r} (the body's event), saw "
+        f"{record.get('event_type')!r}"
+    )
+    assert record.get("target_url") == chain.url, (
+        f"REC-FIELD-05: expected target_url {chain.url!r} (as submitted), saw "
+        f"{record.get('target_url')!r}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-FIELD-02")
+def test_record_outcome_is_a_listed_value(lab: Chains, name: str) -> None:
+    """A record's outcome is one of delivered, failed, pending_retry, exhausted."""
+    _, record = _settled(lab, name)
+    assert record.get("outcome") in OUTCOMES, (
+        f"REC-FIELD-02: expected outcome in {list(OUTCOMES)}, saw {record.get('outcome')!r}"
+    )
+
+
+@pytest.mark.requirement("REC-FIELD-03")
+def test_delivered_record_status_code_is_targets_2xx(lab: Chains) -> None:
+    """A delivered record's status_code is the 2xx the target returned (here 201)."""
+    chain, record = _settled(lab, "delivered")
+    seen = record.get("status_code")
+    assert type(seen) is int and seen == DELIVERED, (
+        f"REC-FIELD-03: the target answered {DELIVERED}; expected status_code {DELIVERED}, "
+        f"saw {seen!r} ({_shown(record)}) {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("REC-FIELD-04")
+def test_exhausted_record_status_code_is_last_attempts(lab: Chains) -> None:
+    """An exhausted record's status_code is the status of the last attempt (503)."""
+    chain, record = _settled(lab, "exhausted")
+    assert record.get("status_code") == FAILING[-1], (
+        f"REC-FIELD-04: the target answered {list(FAILING)}; expected status_code "
+        f"{FAILING[-1]}, saw {record.get('status_code')!r} {chain.describe()}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-FIELD-06", "REC-GEN-03")
+def test_record_has_one_attempt_entry_per_arrival(lab: Chains, name: str) -> None:
+    """The record holds exactly one attempt entry per attempt the target received."""
+    chain, record = _settled(lab, name)
+    attempts = _attempts(record, "REC-FIELD-06")
+    arrived = len(chain.endpoint.deliveries)
+    assert len(attempts) == arrived, (
+        f"REC-FIELD-06: the target received {arrived} attempts; expected as many entries, "
+        f"saw {len(attempts)} ({_shown(record)}) {chain.describe()}"
+    )
+
+
+@pytest.mark.requirement("REC-ATTEMPT-01")
+def test_attempt_entries_numbered_from_1(lab: Chains) -> None:
+    """Attempt entries carry n = 1, 2, 3 in order."""
+    _, record = _settled(lab, "exhausted")
+    numbers = [a.get("n") for a in _attempts(record, "REC-ATTEMPT-01")]
+    expected = list(range(1, len(FAILING) + 1))
+    assert numbers == expected and all(type(n) is int for n in numbers), (
+        f"REC-ATTEMPT-01: expected n {expected}, saw {numbers}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-ATTEMPT-02")
+def test_attempt_entries_have_time(lab: Chains, name: str) -> None:
+    """Every attempt entry has at, the time it was made."""
+    _, record = _settled(lab, name)
+    times = [a.get("at") for a in _attempts(record, "REC-ATTEMPT-02")]
+    assert times and all(isinstance(t, (str, int, float)) and t != "" for t in times), (
+        f"REC-ATTEMPT-02: expected a time in every entry's at, saw {times}"
+    )
+
+
+@pytest.mark.requirement("REC-ATTEMPT-03")
+def test_attempt_times_are_iso_8601_with_offset_in_order(lab: Chains) -> None:
+    """Attempt times are ISO 8601 timestamps with offset, non-decreasing."""
+    _, record = _settled(lab, "exhausted")
+    times = [a.get("at") for a in _attempts(record, "REC-ATTEMPT-03")]
+    assert all(isinstance(t, str) and _ISO_WITH_OFFSET.fullmatch(t) for t in times), (
+        f"REC-ATTEMPT-03: expected ISO 8601 timestamps with offset, saw {times}"
+    )
+    parsed = [datetime.fromisoformat(str(t).replace("Z", "+00:00")) for t in times]
+    assert parsed == sorted(parsed), f"REC-ATTEMPT-03: expected times in order, saw {times}"
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-ATTEMPT-04")
+def test_attempt_status_is_what_target_returned(lab: Chains, name: str) -> None:
+    """Each attempt entry's status is the status the receiver answered to that attempt."""
+    chain, record = _settled(lab, name)
+    statuses = [a.get("status") for a in _attempts(record, "REC-ATTEMPT-04")]
+    replied = [d.replied.status for d in chain.endpoint.deliveries]
+    assert statuses == replied and all(type(s) is int for s in statuses), (
+        f"REC-ATTEMPT-04: the target answered {replied}; expected those statuses, saw {statuses}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-ATTEMPT-05")
+def test_attempt_duration_is_integer_ms(lab: Chains, name: str) -> None:
+    """Each attempt entry's ms is a non-negative integer."""
+    _, record = _settled(lab, name)
+    durations = [a.get("ms") for a in _attempts(record, "REC-ATTEMPT-05")]
+    assert all(type(ms) is int and ms >= 0 for ms in durations), (
+        f"REC-ATTEMPT-05: expected integer milliseconds, saw {durations}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-ATTEMPT-06")
+def test_attempt_error_is_string_or_null(lab: Chains, name: str) -> None:
+    """Each attempt entry has error, a string or null."""
+    _, record = _settled(lab, name)
+    entries = _attempts(record, "REC-ATTEMPT-06")
+    assert all(
+        "error" in a and (a["error"] is None or isinstance(a["error"], str)) for a in entries
+    ), (
+        f"REC-ATTEMPT-06: expected error (string or null) in every entry, saw "
+        f"{[a.get('error', '<missing>') for a in entries]}"
+    )
+
+
+@pytest.mark.parametrize("name", SETTLED)
+@pytest.mark.requirement("REC-ATTEMPT-07")
+def test_attempt_error_null_on_2xx_and_text_on_failure(lab: Chains, name: str) -> None:
+    """error is null for a 2xx attempt and a non-empty string for a failed one."""
+    chain, record = _settled(lab, name)
+    entries = _attempts(record, "REC-ATTEMPT-07")
+    replied = [d.replied.status for d in chain.endpoint.deliveries]
+    for entry, status in zip(entries, replied, strict=False):
+        error = entry.get("error")
+        if 200 <= status < 300:
+            assert error is None, f"REC-ATTEMPT-07: a {status} attempt has error {error!r}"
+        else:
+            assert isinstance(error, str) and error.strip(), (
+                f"REC-ATTEMPT-07: a failed attempt (answered {status}) has error {error!r}"
+            )
+
+
+@pytest.mark.requirement("REC-OUTCOME-01")
+def test_record_pending_retry_while_waiting_for_retry(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """While a failed attempt waits for its retry, the record's outcome is pending_retry."""
+    endpoint.respond_with_statuses([500, 500, 200])
+    generation_id = submit_with_target(api, endpoint.url)
+    endpoint.wait_for(1, profile.sandbox.max_generation_seconds + 10 + 1)
+    # The IUT records the reply after the receiver answered: read until the record shows
+    # the 1st (or 2nd) failed attempt, while the 3rd has not arrived (1 s, then 2 s wait).
+    deadline_seconds = 1.0 + 2.0 + profile.timing.tolerance_seconds
+    record = wait_for_record(
+        api,
+        generation_id,
+        endpoint.url,
+        lambda r: isinstance(r.get("attempts"), list) and 1 <= len(r["attempts"]) < 3,
+        deadline_seconds,
+    )
+    waiting = record is not None and len(endpoint.deliveries) < 3
+    if not waiting:
+        pytest.skip("set-up: the record showed no failed attempt before the last one came")
+    assert record is not None and record.get("outcome") == "pending_retry", (
+        f"REC-OUTCOME-01: expected outcome 'pending_retry' while a retry is due, saw "
+        f"{None if record is None else _shown(record)}"
+    )
+
+
+@pytest.mark.requirement("REC-GEN-08")
+def test_generation_deliveries_of_other_account_answered_404(
+    api: ApiClient, lab: Chains, profile: Profile
+) -> None:
+    """The delivery list of another account's generation is answered 404."""
+    home = profile.key("primary").account
+    foreign = next((k for k in profile.keys.values() if k.account != home and not k.revoked), None)
+    if foreign is None:
+        pytest.skip("needs a key of a second account: add [keys.foreign] to the profile")
+    chain, _ = _settled(lab, "delivered")
+    response = api.request(
+        "GET", f"/v1/generations/{chain.generation()}/deliveries", role=foreign.role
+    )
+    assert_status(response, 404, "REC-GEN-08")
