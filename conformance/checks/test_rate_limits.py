@@ -256,6 +256,15 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun) -> None:
     )
 
 
+@pytest.mark.requirement("RATE-RPM-05")
+def test_rate_reads_count_toward_the_limit(rate_run: RateRun) -> None:
+    """Reads (GET) count toward the per-minute limit: a run of reads meets its 429."""
+    assert rate_run.refused is not None or rate_run.seconds >= WINDOW_SECONDS, (
+        f"RATE-RPM-05: expected {rate_run.limit + 1} reads (GET {TIER_PATH}) within a "
+        f"minute to meet a 429; all {rate_run.served} were served"
+    )
+
+
 @pytest.mark.requirement("RATE-HDR-01")
 def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
     """A 429 response carries the Retry-After header."""
