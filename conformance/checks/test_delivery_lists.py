@@ -1,0 +1,210 @@
+"""GET /v1/webhooks/{id}/deliveries: a registered webhook's deliveries, the outcome filter
+and limit (spec §4, §7 400 row, §8 Delivery list limit).
+
+One webhook is registered through the console for the module. Two generations are bound
+to it one after the other: the first delivery is answered 200 (delivered), the second
+always 500 (exhausted after three attempts), so the list holds two records with two
+different outcomes. The filter and limit checks judge the list against them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pytest
+
+from conformance.asserts import assert_delivery_list, assert_status, describe
+from conformance.client import ApiClient, Recorder
+from conformance.deliveries import OUTCOMES, submit_with_target, wait_for_record
+from conformance.events import (
+    RegisteredWebhook,
+    delete_webhook,
+    delivery_deadline,
+    register_webhook,
+)
+from conformance.operations import SetupFailed
+from conformance.profile import Profile
+from conformance.receiver import Endpoint, Receiver, Reply
+from conformance.secrets import Redactor
+
+pytestmark = pytest.mark.console
+
+#: Spec §3: three attempts before exhausted.
+ATTEMPTS: Final = 3
+#: How long a record may take to settle after the last arrival.
+SETTLE_SECONDS: Final = 5.0
+#: Values that are not one of the four outcomes (compared case-sensitively).
+UNKNOWN_OUTCOMES: Final = ("success", "", "DELIVERED", "delivered,exhausted", "retrying")
+#: Limits that are not a positive integer (REC-HOOK-09).
+BAD_LIMITS: Final = ("0", "-1", "ten", "1.5")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """The module's registered webhook, its endpoint and the two generations sent to it."""
+
+    webhook: RegisteredWebhook
+    endpoint: Endpoint
+    delivered_generation: str
+    exhausted_generation: str
+
+    @property
+    def path(self) -> str:
+        return f"/v1/webhooks/{self.webhook.id}/deliveries"
+
+
+def _settle(client: ApiClient, generation_id: str, url: str, outcome: str) -> None:
+    record = wait_for_record(
+        client,
+        generation_id,
+        url,
+        lambda r: r.get("outcome") == outcome,
+        SETTLE_SECONDS + client.profile.timing.tolerance_seconds,
+    )
+    if record is None or record.get("outcome") != outcome:
+        raise SetupFailed(f"set-up: expected a record ending {outcome}, saw {record!r}")
+
+
+@pytest.fixture(scope="module")
+def hook(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Hook]:
+    client = ApiClient(profile, Recorder(redactor))
+    endpoint = receiver.endpoint("lists")
+    endpoint.respond_with([Reply(200), Reply(500)])
+    webhook: RegisteredWebhook | None = None
+    try:
+        webhook = register_webhook(client, endpoint.url)
+        kwargs: dict[str, Any] = {"kind": "webhook.id", "webhook_id": webhook.id}
+        first = submit_with_target(client, endpoint.url, **kwargs)
+        endpoint.wait_for(1, delivery_deadline(profile, 1))
+        _settle(client, first, endpoint.url, "delivered")
+        second = submit_with_target(client, endpoint.url, **kwargs)
+        endpoint.wait_for(1 + ATTEMPTS, delivery_deadline(profile, ATTEMPTS))
+        _settle(client, second, endpoint.url, "exhausted")
+        yield Hook(webhook, endpoint, first, second)
+    finally:
+        try:
+            if webhook is not None:
+                delete_webhook(client, webhook)
+        finally:
+            endpoint.close()
+            client.close()
+    endpoint.check()
+
+
+def _ours(records: list[dict[str, Any]], hook: Hook) -> list[dict[str, Any]]:
+    """The records of this module's deliveries (matched by target_url)."""
+    return [r for r in records if r.get("target_url") == hook.endpoint.url]
+
+
+@pytest.mark.requirement("REC-HOOK-01", "REC-HOOK-10")
+def test_webhook_deliveries_with_api_key_served_as_list(api: ApiClient, hook: Hook) -> None:
+    """GET /v1/webhooks/{id}/deliveries with the account's API key is served: an object
+    with deliveries and total."""
+    response = api.request("GET", hook.path)
+    assert 200 <= response.status_code < 300, (
+        f"REC-HOOK-01: expected a 2xx for the webhook's deliveries with an API key, saw "
+        f"{describe(response)}"
+    )
+    assert_delivery_list(response, "REC-HOOK-10")
+
+
+@pytest.mark.requirement("REC-HOOK-02")
+def test_webhook_deliveries_hold_deliveries_made_to_it(api: ApiClient, hook: Hook) -> None:
+    """The webhook's list holds both deliveries made to it (delivered and exhausted)."""
+    records, _ = assert_delivery_list(api.request("GET", hook.path), "REC-HOOK-02")
+    outcomes = sorted(str(r.get("outcome")) for r in _ours(records, hook))
+    assert outcomes == ["delivered", "exhausted"], (
+        f"REC-HOOK-02: expected the two deliveries (delivered, exhausted) to "
+        f"{hook.endpoint.url}, saw outcomes {outcomes} in "
+        f"{[json.dumps(r)[:200] for r in records]}"
+    )
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+@pytest.mark.requirement("REC-HOOK-03")
+def test_outcome_filter_value_accepted(api: ApiClient, hook: Hook, outcome: str) -> None:
+    """Each of the four outcome values is accepted as a filter (a 2xx delivery list)."""
+    response = api.request("GET", hook.path, params={"outcome": outcome})
+    assert_delivery_list(response, f"REC-HOOK-03 (outcome={outcome})")
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+@pytest.mark.requirement("REC-HOOK-04")
+def test_outcome_filter_returns_only_that_outcome(api: ApiClient, hook: Hook, outcome: str) -> None:
+    """With outcome=X every record returned has outcome X, and the one with X is listed."""
+    response = api.request("GET", hook.path, params={"outcome": outcome})
+    records, _ = assert_delivery_list(response, f"REC-HOOK-04 (outcome={outcome})")
+    others = sorted({str(r.get("outcome")) for r in records} - {outcome})
+    assert not others, f"REC-HOOK-04: outcome={outcome} returned records with outcomes {others}"
+    expected = 1 if outcome in ("delivered", "exhausted") else 0
+    ours = _ours(records, hook)
+    assert len(ours) == expected, (
+        f"REC-HOOK-04: the webhook has one delivered and one exhausted delivery; expected "
+        f"{expected} record(s) with outcome={outcome}, saw "
+        f"{[json.dumps(r)[:200] for r in ours]}"
+    )
+
+
+@pytest.mark.parametrize(
+    "value", UNKNOWN_OUTCOMES, ids=[f"outcome-{v or 'empty'}" for v in UNKNOWN_OUTCOMES]
+)
+@pytest.mark.requirement("REC-HOOK-05")
+def test_unknown_outcome_filter_answered_400(api: ApiClient, hook: Hook, value: str) -> None:
+    """An outcome value other than the four listed is answered 400."""
+    response = api.request("GET", hook.path, params={"outcome": value})
+    assert_status(response, 400, f"REC-HOOK-05 (outcome={value!r})")
+
+
+@pytest.mark.requirement("REC-HOOK-06", "REC-LIST-02")
+def test_limit_1_returns_one_record_and_full_total(api: ApiClient, hook: Hook) -> None:
+    """limit=1 returns at most one record; total still counts every matching record."""
+    full, full_total = assert_delivery_list(api.request("GET", hook.path), "REC-HOOK-06")
+    response = api.request("GET", hook.path, params={"limit": 1})
+    records, total = assert_delivery_list(response, "REC-HOOK-06 (limit=1)")
+    assert len(records) <= 1, f"REC-HOOK-06: limit=1 returned {len(records)} records"
+    assert total == full_total >= len(full), (
+        f"REC-LIST-02: expected total {full_total} (every match) under limit=1, saw {total}"
+    )
+
+
+@pytest.mark.requirement("REC-HOOK-07", "REC-HOOK-08")
+def test_limit_above_100_refused_or_capped(api: ApiClient, hook: Hook) -> None:
+    """limit=101 is answered 400 or served with at most 100 records."""
+    response = api.request("GET", hook.path, params={"limit": 101})
+    if response.status_code == 400:
+        return
+    records, _ = assert_delivery_list(response, "REC-HOOK-08 (limit=101: 400 or served)")
+    assert len(records) <= 100, f"REC-HOOK-07: limit=101 returned {len(records)} records"
+
+
+@pytest.mark.parametrize("value", BAD_LIMITS, ids=[f"limit-{v}" for v in BAD_LIMITS])
+@pytest.mark.requirement("REC-HOOK-09")
+def test_limit_not_positive_integer_answered_400(api: ApiClient, hook: Hook, value: str) -> None:
+    """A limit that is not a positive integer is answered 400."""
+    response = api.request("GET", hook.path, params={"limit": value})
+    assert_status(response, 400, f"REC-HOOK-09 (limit={value!r})")
+
+
+@pytest.mark.requirement("REC-HOOK-11")
+def test_deliveries_of_unknown_webhook_answered_404(api: ApiClient) -> None:
+    """The delivery list of a webhook id that does not exist is answered 404."""
+    response = api.request("GET", "/v1/webhooks/wh_00000000000000000000/deliveries")
+    assert_status(response, 404, "REC-HOOK-11 (unknown webhook id)")
+
+
+@pytest.mark.requirement("REC-HOOK-11")
+def test_deliveries_of_other_accounts_webhook_answered_404(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """The delivery list of another account's registered webhook is answered 404."""
+    if "second" not in profile.sessions:
+        pytest.skip("needs a second account's console session: add [sessions.second]")
+    webhook = register_webhook(api, endpoint.url, session="second")
+    try:
+        response = api.request("GET", f"/v1/webhooks/{webhook.id}/deliveries")
+        assert_status(response, 404, "REC-HOOK-11 (another account's webhook)")
+    finally:
+        delete_webhook(api, webhook)
