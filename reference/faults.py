@@ -669,6 +669,61 @@ _REGISTRY: tuple[Fault, ...] = (
         "the tier endpoint is served at /account/tier, without the /v1 prefix",
     ),
     Fault("video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"),
+    # --- delivery behaviour, records, redeliver (engineer CHECKS-DELIVERY;
+    # conformance/checks/test_delivery_*.py, test_redeliver.py) ---
+    Fault(
+        "attempt-n-from-zero",
+        "REC-ATTEMPT-01",
+        "delivery records number their attempts from 0",
+    ),
+    Fault(
+        "callback-unlisted",
+        "REC-GEN-05",
+        "a generation's delivery list leaves out callback_url deliveries",
+    ),
+    Fault(
+        "client-error-success",
+        "DLV-SUCCESS-02",
+        "a 4xx reply counts as success: the delivery is not retried",
+    ),
+    Fault(
+        "exhausted-recorded-failed",
+        "DLV-EXHAUST-02",
+        "a delivery whose third attempt failed is recorded failed instead of exhausted",
+    ),
+    Fault(
+        "inline-unlisted",
+        "REC-GEN-04",
+        "a generation's delivery list leaves out webhook.url (inline) deliveries",
+    ),
+    Fault(
+        "limit-ignored",
+        "REC-HOOK-06",
+        "a webhook's delivery list ignores limit and returns up to 100 records",
+    ),
+    Fault("only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"),
+    Fault(
+        "outcome-filter-ignored",
+        "REC-HOOK-04",
+        "a webhook's delivery list ignores a valid outcome filter",
+    ),
+    Fault(
+        "record-keeps-last-attempt",
+        "REC-FIELD-06",
+        "a delivery record's attempts hold only the latest attempt",
+    ),
+    Fault(
+        "redeliver-answers-recorded-status",
+        "REDLV-STATE-03",
+        "redeliver answers the record's previous outcome and status, not the new attempt's",
+    ),
+    Fault(
+        "redirect-success",
+        "DLV-REDIRECT-02",
+        "a 3xx reply counts as success (not followed, but not retried either)",
+    ),
+    Fault("timeout-too-long", "DLV-TIMEOUT-01", "the per-attempt timeout is 20 s instead of 10 s"),
+    Fault("timeout-too-short", "DLV-TIMEOUT-02", "the per-attempt timeout is 5 s instead of 10 s"),
 )
 
 #: Every known fault by name.

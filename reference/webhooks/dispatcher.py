@@ -52,6 +52,8 @@ class DeliveryPolicy:
     backoff_s: tuple[float, ...] = (1.0, 2.0)
     max_attempts: int = 3
     concurrency: int = 32
+    #: The outcome after the last failed attempt (spec §3: exhausted; a fault changes it).
+    exhausted_outcome: str = "exhausted"
 
     def backoff_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
@@ -214,7 +216,7 @@ class Dispatcher:
         if result.succeeded:
             return "delivered", None
         if result.n >= self._policy.max_attempts:
-            return "exhausted", None
+            return self._policy.exhausted_outcome, None
         return "pending_retry", ended + self._policy.backoff_after(result.n)
 
     def _commit(

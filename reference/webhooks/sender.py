@@ -52,10 +52,14 @@ class AttemptResult:
     status: int
     ms: int
     error: str | None
+    #: Set only under a success-rule fault (SendOptions.counts_as_success).
+    ok: bool | None = None
 
     @property
     def succeeded(self) -> bool:
         """Spec §6: success is any 2xx."""
+        if self.ok is not None:
+            return self.ok
         return 200 <= self.status < 300
 
     def view(self) -> dict[str, object]:
@@ -76,6 +80,8 @@ class SendOptions:
     signed_body_override: bytes | None = None
     signing_secret_override: str | None = None
     mismatched_delivery_header: bool = False
+    #: Which replied statuses count as success, under a success-rule fault (None: any 2xx).
+    counts_as_success: Callable[[int], bool] | None = None
     #: Rewrites the method and headers of an attempt (the event faults, event_faults.py).
     rewrite: Callable[[str, dict[str, str], DeliveryRequest], tuple[str, dict[str, str]]] | None = (
         None
@@ -152,4 +158,8 @@ async def send_attempt(
     except Exception as exc:  # e.g. a URL httpx cannot send: a failed attempt, not a crash
         error = f"the attempt could not be sent: {type(exc).__name__}: {exc}"
     ms = int((time.monotonic() - started) * 1000)
-    return AttemptResult(n=request.attempt, at=at, status=status, ms=ms, error=error)
+    ok: bool | None = None
+    if options.counts_as_success is not None and status:
+        ok = options.counts_as_success(status)
+        error = None if ok else (error or f"target answered {status} (not counted as success)")
+    return AttemptResult(n=request.attempt, at=at, status=status, ms=ms, error=error, ok=ok)

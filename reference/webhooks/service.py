@@ -112,7 +112,8 @@ class WebhookService:
         self.faults = faults
         self.policy = policy if policy is not None else policy_from_config(config)
         self._client_factory = client_factory or (
-            lambda: make_delivery_client(config.delivery_timeout_s, egress=config.egress)
+            # The policy's timeout (a fault may change it), read when the client is made.
+            lambda: make_delivery_client(self.delivery_policy.timeout_s, egress=config.egress)
         )
         self._client: httpx.AsyncClient | None = None
         self._manual: set[str] = set()
@@ -132,11 +133,29 @@ class WebhookService:
             max_attempts += 1
         if self.faults.on("backoff-too-short"):
             backoff = tuple(0.1 for _ in backoff)
+        timeout_s = self.config.delivery_timeout_s
+        if self.faults.on("timeout-too-long"):
+            timeout_s *= 2
+        if self.faults.on("timeout-too-short"):
+            timeout_s /= 2
         return DeliveryPolicy(
-            timeout_s=self.config.delivery_timeout_s,
+            timeout_s=timeout_s,
             backoff_s=backoff,
             max_attempts=max_attempts,
+            exhausted_outcome="failed"
+            if self.faults.on("exhausted-recorded-failed")
+            else "exhausted",
         )
+
+    def _success_rule(self) -> Callable[[int], bool] | None:
+        """Which statuses count as success under a success-rule fault; None: any 2xx."""
+        if self.faults.on("only-200-success"):
+            return lambda status: status == 200
+        if self.faults.on("client-error-success"):
+            return lambda status: 200 <= status < 300 or 400 <= status < 500
+        if self.faults.on("redirect-success"):
+            return lambda status: 200 <= status < 400
+        return None
 
     def options_for(self, row: DeliveryRow) -> SendOptions:
         """How to send an attempt of this delivery: honest, unless a fault says otherwise
@@ -155,6 +174,7 @@ class WebhookService:
             signed_body_override=signed_override,
             signing_secret_override=secret_override,
             rewrite=self._rewrite if event_faults.active(self.faults) else None,
+            counts_as_success=self._success_rule(),
         )
 
     def _rewrite(
@@ -623,7 +643,25 @@ class WebhookService:
         if not owner or owner[0]["account_id"] != account_id:
             raise ApiError(404, "no generation with this id in this key's account")
         deliveries, total = delivery_views(self.store, "generation_id = ?", [generation_id])
-        return {"deliveries": deliveries, "total": total}
+        unlisted = {
+            mode
+            for mode, fault in (("inline", "inline-unlisted"), ("callback", "callback-unlisted"))
+            if self.faults.on(fault)
+        }
+        if unlisted:
+            deliveries = [view for view in deliveries if view["mode"] not in unlisted]
+            total = len(deliveries)
+        return {"deliveries": self._record_faults(deliveries), "total": total}
+
+    def _record_faults(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Delivery records as a record fault shows them (unchanged with no fault on)."""
+        if self.faults.on("record-keeps-last-attempt"):
+            for view in views:
+                view["attempts"] = view["attempts"][-1:]
+        if self.faults.on("attempt-n-from-zero"):
+            for view in views:
+                view["attempts"] = [{**a, "n": a["n"] - 1} for a in view["attempts"]]
+        return views
 
     def webhook_deliveries(
         self, account_id: str, webhook_id: str, outcome: str | None, limit: str | None
@@ -652,11 +690,13 @@ class WebhookService:
         if not owner:
             raise ApiError(404, "no registered webhook with this id in this key's account")
         where, params = "webhook_id = ?", [webhook_id]
-        if outcome is not None:
+        if outcome is not None and not self.faults.on("outcome-filter-ignored"):
             where += " AND outcome = ?"
             params.append(outcome)
+        if self.faults.on("limit-ignored"):
+            count = MAX_LIST_LIMIT
         deliveries, total = delivery_views(self.store, where, params, limit=count)
-        return {"deliveries": deliveries, "total": total}
+        return {"deliveries": self._record_faults(deliveries), "total": total}
 
     # --- redeliver (spec §3, §4, §7) ----------------------------------------------------
 
@@ -703,6 +743,9 @@ class WebhookService:
             trigger="redeliver",
             record_id=row.id,
         )
+        if self.faults.on("redeliver-answers-recorded-status"):
+            # Fault: the answer is the record as it was, not the new attempt's result.
+            return {"id": delivery_id, "outcome": row.outcome, "status_code": row.status_code}
         return self._manual_answer(delivery_id, result)
 
     async def _manual_attempt(
