@@ -3,6 +3,12 @@
 The suite never imports the reference (ARCHITECTURE.md, the dependency rule): it starts
 ``python -m reference serve`` with a fresh store and lets the reference provision itself
 and write the target profile, which the suite then reads like any other profile.
+
+The run's DNS server (:mod:`conformance.dns`) is started here too, before the reference:
+the reference must be told its address at start (``--dns-server``), and the server must
+outlive every pytest-xdist worker, so the controller process owns it. Its zone directory
+is added to the profile's ``[dns]`` table, where the workers' ``dns_server`` fixture
+finds it and attaches instead of binding the port themselves.
 """
 
 from __future__ import annotations
@@ -17,9 +23,15 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
+
+import tomli_w
+
+from conformance.dns import DEFAULT_DOMAIN, DnsServer
 
 __all__ = ["EmbeddedReference", "LaunchError"]
 
@@ -41,6 +53,11 @@ class EmbeddedReference:
     the reference treats the suite's receiver as public; every other private address stays
     rejected, as the rejection checks need (DESIGN.md, the loopback rule).
 
+    With ``dns`` (the default) a DNS server for :data:`~conformance.dns.DEFAULT_DOMAIN`
+    serves on a free loopback UDP port for as long as the reference runs; the reference
+    resolves callback hosts through it (``--dns-server``) and the profile's ``[dns]``
+    table says where it is and where its zone lives (``zone_dir``).
+
     ``command`` replaces ``python -m reference`` (the project's tests use a small fake).
     """
 
@@ -53,8 +70,11 @@ class EmbeddedReference:
         stop_timeout: float = 10.0,
         command: Sequence[str] | None = None,
         workdir: Path | None = None,
+        dns: bool = True,
     ) -> None:
         self._faults = tuple(faults)
+        self._dns = dns
+        self.dns_server: DnsServer | None = None
         self._extra_args = tuple(extra_args)
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
@@ -90,6 +110,9 @@ class EmbeddedReference:
             "--allow-cidr",
             "127.0.0.1/32",
         ]
+        if self.dns_server is not None:
+            host, port = self.dns_server.address
+            argv += ["--dns-server", f"{host}:{port}"]
         for fault in self._faults:
             argv += ["--fault", fault]
         argv += self._extra_args
@@ -119,6 +142,12 @@ class EmbeddedReference:
 
     def _start(self, directory: Path) -> Path:
         assert self._stderr_path is not None
+        if self._dns:
+            # A fresh port and zone per run: runs side by side (the fault matrix) never
+            # meet. Bound before the reference starts, so the address it is given works.
+            self.dns_server = DnsServer(
+                DEFAULT_DOMAIN, "127.0.0.1", 0, zone_dir=directory / "dns-zone"
+            ).start()
         with self._stderr_path.open("w", encoding="utf-8") as stderr:
             # stderr goes to a file (it can grow without blocking the child); stdout is a
             # pipe drained by a thread, which hands us lines until the listening one.
@@ -160,8 +189,39 @@ class EmbeddedReference:
         profile = directory / "profile.toml"
         if not profile.is_file():
             raise LaunchError(f"the reference is listening but wrote no profile at {profile}")
+        if self.dns_server is not None:
+            self._describe_dns(profile, self.dns_server)
         self.profile_path = profile
         return profile
+
+    @staticmethod
+    def _describe_dns(profile: Path, server: DnsServer) -> None:
+        """Complete the profile's ``[dns]`` table with the zone the workers attach to.
+
+        The reference writes ``server`` and ``domain`` when given ``--dns-server``; they
+        must be the server started here (anything else is a mismatch between the parts,
+        reported rather than papered over). ``zone_dir`` is the suite's own business.
+        """
+        try:
+            document: dict[str, Any] = tomllib.loads(profile.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as error:
+            raise LaunchError(f"the reference wrote a profile that is not TOML: {error}") from None
+        host, port = server.address
+        ours = {"server": f"{host}:{port}", "domain": server.domain}
+        written = document.get("dns")
+        if isinstance(written, dict):
+            seen = {k: str(written.get(k, "")).lower() for k in ours}
+            if seen != ours:
+                raise LaunchError(
+                    f"the reference's profile says [dns] {seen}, but the suite's DNS server "
+                    f"is {ours}: the reference must write the --dns-server it was given"
+                )
+        document["dns"] = {**ours, "zone_dir": str(server.zone_dir)}
+        partial = profile.with_name(profile.name + ".part")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # keys inside
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(tomli_w.dumps(document))
+        os.replace(partial, profile)
 
     def _drain(self, process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
@@ -198,6 +258,10 @@ class EmbeddedReference:
             drainer.join(timeout=self._stop_timeout)
         if process is not None and process.stdout is not None and not _alive(drainer):
             process.stdout.close()
+        server, self.dns_server = self.dns_server, None
+        if server is not None:
+            # After the reference, which resolves through it until its last delivery.
+            server.stop(linger=self._stop_timeout)
         if self._tempdir is not None:
             self._tempdir.cleanup()
             self._tempdir = None

@@ -134,11 +134,17 @@ class SandboxProfile:
 
 @dataclass(frozen=True)
 class DnsProfile:
-    """Controllable DNS: the IUT resolves callback hosts under *domain* through us."""
+    """Controllable DNS: the IUT resolves callback hosts under *domain* through us.
+
+    *zone_dir* is where the run's DNS server keeps its zone (``conformance.dns``): set
+    when a process outside pytest already serves it (``genapi-conformance run`` does, for
+    the embedded reference); None lets the first pytest process of the run serve it.
+    """
 
     host: str
     port: int
     domain: str
+    zone_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -268,7 +274,11 @@ class Profile:
             },
             "dns": None
             if self.dns is None
-            else {"server": f"{self.dns.host}:{self.dns.port}", "domain": self.dns.domain},
+            else {
+                "server": f"{self.dns.host}:{self.dns.port}",
+                "domain": self.dns.domain,
+                "zone_dir": None if self.dns.zone_dir is None else str(self.dns.zone_dir),
+            },
             "usage": None
             if self.usage is None
             else {"path": self.usage.path, "field": self.usage.field},
@@ -470,7 +480,13 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
                 f"dns.server: {host!r} is not loopback; the suite's DNS server listens on "
                 'this machine only, e.g. "127.0.0.1:5353"'
             )
-        dns = DnsProfile(host=host, port=int(port), domain=document["dns"]["domain"].lower())
+        zone_dir = document["dns"].get("zone_dir")
+        dns = DnsProfile(
+            host=host,
+            port=int(port),
+            domain=document["dns"]["domain"].lower(),
+            zone_dir=None if zone_dir is None else Path(zone_dir),
+        )
     if problems:
         raise ProfileError(source, problems)
     usage = UsageProfile(**document["usage"]) if "usage" in document else None

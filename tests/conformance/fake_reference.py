@@ -40,6 +40,7 @@ def main() -> int:
     parser.add_argument("--provision", required=True)
     parser.add_argument("--allow-cidr", action="append", default=[])
     parser.add_argument("--fault", action="append", default=[])
+    parser.add_argument("--dns-server")
     args = parser.parse_args()
     mode = os.environ.get("FAKE_MODE", "ok")
     if mode == "crash":
@@ -47,10 +48,14 @@ def main() -> int:
         return 7
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), _Handler)
     host, port = server.server_address[:2]
+    dns = ""
+    if args.dns_server:  # as the reference provisions; FAKE_DNS_DOMAIN makes it disagree
+        domain = os.environ.get("FAKE_DNS_DOMAIN", "rebind.genapi.test")
+        dns = f'[dns]\nserver = "{args.dns_server}"\ndomain = "{domain}"\n'
     if mode != "no-profile":
         Path(args.provision).write_text(
             f'name = "fake"\nbase_url = "http://{host}:{port}"\n'
-            f"faults = {json.dumps(args.fault)}\n",
+            f"faults = {json.dumps(args.fault)}\n{dns}",
             encoding="utf-8",
         )
     Path(args.db).write_text("store", encoding="utf-8")
