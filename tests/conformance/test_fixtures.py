@@ -6,11 +6,15 @@ from __future__ import annotations
 import importlib
 import json
 import socket
+from pathlib import Path
 
+import dns.message
+import dns.query
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from conformance.dns import DnsServer
 from conformance.fixtures import PLUGINS
 
 pytest_plugins = ["pytester"]
@@ -202,6 +206,74 @@ def test_x(dns_server):
     run(pytester, profile_text("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
 
 
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.bind(("127.0.0.1", 0))
+        return int(udp.getsockname()[1])
+
+
+#: A check in each of two modules: both join the run's DNS server at once (a barrier of
+#: files with a deadline), note whether their worker serves it, and resolve their name.
+XDIST_CHECK = """
+import os, time
+from pathlib import Path
+import dns.message, dns.query
+
+def test_{label}(dns_server, worker_id):
+    name = dns_server.set("{label}", ["127.0.0.{octet}"])
+    meet = Path(os.environ["DNS_MEET"])
+    (meet / worker_id).write_text(str(dns_server.serving))
+    deadline = time.monotonic() + 30
+    while len(list(meet.iterdir())) < 2:
+        assert time.monotonic() < deadline, "the other worker never joined"
+        time.sleep(0.02)
+    host, port = dns_server.address
+    response = dns.query.udp(dns.message.make_query(name, "A"), host, port=port, timeout=2)
+    assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.{octet}"]
+"""
+
+
+def test_dns_server_is_one_per_run_under_xdist(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers, one fixed [dns] port: one worker serves, the other edits the same zone."""
+    meet = pytester.mkdir("meet")
+    monkeypatch.setenv("DNS_MEET", str(meet))
+    pytester.makepyfile(
+        test_one=XDIST_CHECK.format(label="one", octet=1),
+        test_two=XDIST_CHECK.format(label="two", octet=2),
+    )
+    extra = f'[dns]\nserver = "127.0.0.1:{free_udp_port()}"\ndomain = "rebind.genapi.test"\n'
+    result = run(
+        pytester, profile_text("http://127.0.0.1:9", extra), "", "-n", "2", "--dist", "loadfile"
+    )
+    result.assert_outcomes(passed=2)
+    serving = sorted(path.read_text() for path in meet.iterdir())
+    assert serving == ["False", "True"], "exactly one worker serves the run's zone"
+
+
+def test_dns_server_attaches_to_the_zone_dir_of_the_profile(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """With [dns] zone_dir (the embedded run writes it), the fixture binds nothing: it edits
+    the zone of the server already running (here, in this process)."""
+    with DnsServer("rebind.genapi.test", zone_dir=tmp_path / "zone") as server:
+        host, port = server.address
+        extra = (
+            f'[dns]\nserver = "{host}:{port}"\ndomain = "rebind.genapi.test"\n'
+            f'zone_dir = "{server.zone_dir}"\n'
+        )
+        source = """
+def test_x(dns_server):
+    assert not dns_server.serving
+    dns_server.set("attached", ["127.0.0.7"])
+"""
+        run(pytester, profile_text("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
+        name = server.name("attached")
+        response = dns.query.udp(dns.message.make_query(name, "A"), host, port=port, timeout=2)
+        assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.7"]
+
+
 def test_fixture_modules_define_the_fixtures_they_export() -> None:
     exported: dict[str, list[str]] = {}
     for name in PLUGINS:
@@ -242,6 +314,6 @@ def test_port_in_use_is_a_clear_setup_error(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*receiver: cannot listen on 127.0.0.1:*set [[]receiver[]] listen_port = 0*",
-            "*dns_server: cannot listen on UDP 127.0.0.1:*--dist loadfile*",
+            "*dns_server: cannot listen on UDP 127.0.0.1:*a process outside this run holds*",
         ]
     )
