@@ -15,21 +15,28 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from conformance.cli import EXIT_FAILED
 
 __all__ = [
     "FAULT_RUN_TIMEOUT_S",
     "FULL_RUN_TIMEOUT_S",
+    "LOOKAHEAD",
+    "FaultRuns",
     "RegisteredFault",
     "SuiteRun",
     "fault_problem",
+    "planned_faults",
     "registry",
     "run_suite",
     "share",
@@ -37,10 +44,12 @@ __all__ = [
 
 #: A run of the checks of one requirement: the reference's start (~1 s), the suite's start
 #: and collection (~2 s) and a few checks, some of which wait out delivery deadlines.
-FAULT_RUN_TIMEOUT_S = 240.0
+FAULT_RUN_TIMEOUT_S = 180.0
 #: The whole suite, timing-bound webhook chains included, on a loaded machine.
 FULL_RUN_TIMEOUT_S = 840.0
 _REGISTRY_TIMEOUT_S = 60.0
+#: How many fault runs one module keeps going at once (see :class:`FaultRuns`).
+LOOKAHEAD = 2
 #: How much of a run's output a failure message quotes.
 _TAIL_CHARS = 2000
 
@@ -79,6 +88,23 @@ def registry() -> tuple[RegisteredFault, ...]:
     return tuple(
         RegisteredFault(row["name"], row["requirement_id"], row["description"]) for row in rows
     )
+
+
+def planned_faults(request: pytest.FixtureRequest) -> list[RegisteredFault]:
+    """The faults the tests of ``request``'s module will ask for, in the order they will:
+    the session's selected items (after ``-k``, ``--deselect``) of that module.
+
+    Under pytest-xdist with ``--dist loadfile`` (how the project runs) a module's items all
+    go to one worker; other distributions would only start some runs ahead needlessly.
+    """
+    planned: list[RegisteredFault] = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "module", None) is request.module and callspec is not None:
+            fault = callspec.params.get("fault")
+            if isinstance(fault, RegisteredFault):
+                planned.append(fault)
+    return planned
 
 
 def share(faults: Sequence[RegisteredFault], part: int, parts: int) -> list[RegisteredFault]:
@@ -199,3 +225,50 @@ def fault_problem(fault: RegisteredFault, run: SuiteRun) -> str | None:
             f"{EXIT_FAILED}{run.describe()}"
         )
     return None
+
+
+class FaultRuns:
+    """The runs of a module's faults, started ahead of the tests that judge them, at most
+    ``lookahead`` at a time, in the order the tests will ask for them.
+
+    Why: a fault that suppresses a webhook event makes its check wait out the whole
+    delivery deadline (the profile's ``max_generation_seconds`` plus an attempt, ~40 s)
+    while the machine idles; running the next fault meanwhile overlaps that wait with
+    work. Each run is still its own reference with its one fault, as a user would start
+    it. Test *i* asks for run *i* after runs before it were collected, so run *i* is
+    already going: a test waits at most one run's time.
+    """
+
+    def __init__(
+        self, base: Path, faults: Sequence[RegisteredFault], lookahead: int = LOOKAHEAD
+    ) -> None:
+        self._base = base
+        self._pool = ThreadPoolExecutor(max_workers=lookahead, thread_name_prefix="fault-run")
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[SuiteRun]] = {}
+        for fault in faults:
+            self._start(fault)
+
+    def _start(self, fault: RegisteredFault) -> Future[SuiteRun]:
+        with self._lock:
+            future = self._futures.get(fault.name)
+            if future is None:
+                future = self._pool.submit(
+                    run_suite,
+                    self._base / fault.name / "report",
+                    faults=[fault.name],
+                    only=[fault.requirement_id],
+                    workers=0,
+                )
+                self._futures[fault.name] = future
+            return future
+
+    def result(self, fault: RegisteredFault) -> SuiteRun:
+        """The run of ``fault`` (started now if it was not planned), waited for with a
+        deadline: the run's own timeout, plus the run ahead of it in the pool."""
+        return self._start(fault).result(timeout=2 * FAULT_RUN_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Drop the runs not started (a test selection or an interrupt ended early) and
+        wait for the ones going: each is bounded by its subprocess timeout."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
