@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
+import dns.exception
+import dns.message
+import dns.query
 import httpx
 import pytest
 
@@ -98,3 +102,58 @@ def test_launcher_public_surface() -> None:
     from conformance import launcher
 
     assert launcher.__all__ == ["EmbeddedReference", "LaunchError"]
+
+
+def _resolve(address: tuple[str, int], name: str) -> list[str]:
+    host, port = address
+    response = dns.query.udp(dns.message.make_query(name, "A"), host, port=port, timeout=2)
+    return [r.to_text() for rrset in response.answer for r in rrset]
+
+
+def test_launcher_serves_dns_for_the_run_and_describes_it_in_the_profile(
+    fake_mode: pytest.MonkeyPatch,
+) -> None:
+    """The reference is started with the DNS server's address; the profile's [dns] says where
+    the server and its zone are, so the workers attach instead of binding the port."""
+    reference = EmbeddedReference(command=FAKE)
+    with reference as profile:
+        server = reference.dns_server
+        assert server is not None and server.serving
+        host, port = server.address
+        assert reference.base_url is not None
+        argv = httpx.get(reference.base_url, timeout=5).json()["argv"]
+        assert argv[argv.index("--dns-server") + 1] == f"127.0.0.1:{port}"
+        document = tomllib.loads(profile.read_text(encoding="utf-8"))
+        assert document["dns"] == {
+            "server": f"127.0.0.1:{port}",
+            "domain": "rebind.genapi.test",
+            "zone_dir": str(server.zone_dir),
+        }
+        assert document["name"] == "fake", "the rest of the profile is kept"
+        assert oct(profile.stat().st_mode & 0o777) == "0o600", "it holds keys"
+        name = server.set("launched", ["127.0.0.9"])
+        assert _resolve((host, port), name) == ["127.0.0.9"]
+    assert not server.serving and reference.dns_server is None
+    with pytest.raises(dns.exception.Timeout):
+        _resolve((host, port), name)
+
+
+def test_launcher_without_dns_starts_no_server(fake_mode: pytest.MonkeyPatch) -> None:
+    reference = EmbeddedReference(command=FAKE, dns=False)
+    with reference as profile:
+        assert reference.dns_server is None
+        assert reference.base_url is not None
+        assert "--dns-server" not in httpx.get(reference.base_url, timeout=5).json()["argv"]
+        assert "dns" not in tomllib.loads(profile.read_text(encoding="utf-8"))
+
+
+def test_launcher_reference_disagreeing_about_dns_is_an_error(
+    fake_mode: pytest.MonkeyPatch,
+) -> None:
+    """A [dns] the reference wrote must be the server the suite started, or the run stops."""
+    fake_mode.setenv("FAKE_DNS_DOMAIN", "elsewhere.test")
+    reference = EmbeddedReference(command=FAKE)
+    with pytest.raises(LaunchError, match=r"says \[dns\].*elsewhere\.test.*--dns-server"):
+        with reference:
+            pytest.fail("a disagreeing profile must not be entered")
+    assert reference.pid is None and reference.dns_server is None
