@@ -218,6 +218,19 @@ class Chain:
         except DeliveryTimeout as missing:
             raise AssertionError(f"{requirement_id}: {self.describe()}: {missing}") from None
 
+    def assert_arrivals(self, count: int, quiet: float, requirement_id: str) -> None:
+        """Exactly *count* arrivals in all: none more within *quiet* s from now (a bounded
+        window), counting also any that came before this check looked."""
+        try:
+            self.endpoint.assert_quiet(quiet)
+        except AssertionError:
+            pass  # judged below, with everything that arrived
+        arrived = self.endpoint.deliveries
+        assert len(arrived) == count, (
+            f"{requirement_id}: expected exactly {count} arrival(s), saw {len(arrived)} "
+            f"{self.describe()}"
+        )
+
     def describe(self) -> str:
         """The chain and what arrived so far, for messages."""
         origin = self.endpoint.created_at
@@ -236,6 +249,8 @@ class Chains:
         self._chains: dict[str, Chain] = {}
         self._others: list[Endpoint] = []
         self._webhooks: list[RegisteredWebhook] = []
+        #: What a module derived once from its chains (e.g. settled records), by name.
+        self.memo: dict[str, Any] = {}
 
     def endpoint(self, name: str) -> Endpoint:
         """A fresh endpoint that is no chain's target (e.g. a redirect's Location)."""
