@@ -74,3 +74,46 @@ def test_run_embedded_reference_with_faults_fails_their_requirements(tmp_path: P
     assert "FAIL  CONSOLE-TIER-01" in done.stdout
     verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
     assert verdicts == {"TIER-FIELD-02": "fail", "CONSOLE-TIER-01": "fail", "TIER-READ-01": "pass"}
+
+
+#: The checks that need controllable DNS (conformance/checks/test_url_rebind.py) and the
+#: requirements they cite: the embedded run serves DNS, so none of them is skipped.
+DNS_REQUIREMENTS = (
+    "REDLV-REBIND-01",
+    "REDLV-REBIND-02",
+    "REDLV-REBIND-03",
+    "REDLV-VALIDATE-01",
+    "URL-RESOLVE-02",
+    "URL-RESOLVE-03",
+)
+
+
+@pytest.mark.timeout(900)
+def test_run_embedded_reference_runs_the_dns_checks(tmp_path: Path) -> None:
+    """The embedded run serves DNS for the reference: the rebinding checks run on both
+    workers' behalf and pass, none skipped."""
+    report_dir = tmp_path / "report"
+    done = _run(report_dir, "--area", "URL", "--area", "REDLV")
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    results = _results(report_dir)
+    rebind = [c for c in results["checks"] if "test_url_rebind.py" in c["nodeid"]]
+    assert len(rebind) >= 10, [c["nodeid"] for c in results["checks"]]
+    assert {c["outcome"] for c in rebind} == {"passed"}, rebind
+    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+    assert {i: verdicts[i] for i in DNS_REQUIREMENTS} == dict.fromkeys(DNS_REQUIREMENTS, "pass")
+
+
+@pytest.mark.timeout(900)
+def test_run_embedded_reference_dns_faults_fail_the_rebinding_checks(tmp_path: Path) -> None:
+    """A redeliver that skips the address check, and a submit that checks literal hosts but
+    not what names resolve to, fail their requirements (the DNS checks can fail)."""
+    report_dir = tmp_path / "report"
+    done = _run(
+        report_dir,
+        *("--fault", "redeliver-skips-revalidation"),
+        *("--fault", "callback-name-address-unchecked"),
+        *("--only", "REDLV-REBIND-01", "--only", "URL-RESOLVE-02"),
+    )
+    assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
+    verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
+    assert verdicts == {"REDLV-REBIND-01": "fail", "URL-RESOLVE-02": "fail"}
