@@ -249,6 +249,20 @@ def test_dns_must_be_loopback_and_complete() -> None:
     )
 
 
+def test_dns_zone_dir_is_optional_and_absolute() -> None:
+    """``zone_dir`` names the zone of a DNS server already serving the run (the embedded
+    run writes it); without it the run's pytest processes serve the zone themselves."""
+    dns = '[dns]\nserver = "127.0.0.1:5353"\ndomain = "x.test"\n'
+    plain = parse_profile(f"{MINIMAL}\n{dns}", env={})
+    assert plain.dns is not None and plain.dns.zone_dir is None
+    assert plain.redacted()["dns"]["zone_dir"] is None
+    given = parse_profile(f'{MINIMAL}\n{dns}zone_dir = "/tmp/run/dns-zone"\n', env={})
+    assert given.dns is not None and given.dns.zone_dir == Path("/tmp/run/dns-zone")
+    assert given.redacted()["dns"]["zone_dir"] == "/tmp/run/dns-zone"
+    problem = one_problem(f'{MINIMAL}\n{dns}zone_dir = "relative/zone"\n')
+    assert problem.startswith("dns.zone_dir:") and "absolute path" in problem
+
+
 def test_every_problem_is_reported_at_once() -> None:
     text = MINIMAL.replace("http://127.0.0.1:8765", "ftp://x").replace(
         f'key = "{PRIMARY_KEY}"\n', ""
@@ -308,12 +322,13 @@ def test_template_is_commented_line_by_line() -> None:
 
 def test_template_commented_optional_tables_are_valid_when_enabled() -> None:
     text = re.sub(
-        r"^# (\[dns\]|\[usage\]|server|domain|path|field)", r"\1", template_text(), flags=re.M
+        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path|field)", r"\1", template_text(), flags=re.M
     )
     document = tomllib.loads(text)
     assert "dns" in document and "usage" in document
     profile = parse_profile(text, env=template_env())
     assert profile.dns is not None and profile.usage is not None
+    assert profile.dns.zone_dir is not None
 
 
 def test_write_template_refuses_to_overwrite(tmp_path: Path) -> None:
