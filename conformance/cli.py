@@ -4,7 +4,9 @@ Subcommands:
 
 * ``run``: run the checks and write the reports. With no ``--profile`` it starts the
   bundled reference implementation on loopback (a fresh store, provisioned accounts and
-  keys) and runs against it; ``--fault NAME`` starts it with a fault injected.
+  keys, callback hosts resolved through the run's DNS server, which this process serves
+  for every worker: see :mod:`conformance.launcher`) and runs against it; ``--fault
+  NAME`` starts it with a fault injected.
 * ``init-profile PATH``: write the commented profile template, to fill in for a target.
 * ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
 

@@ -145,9 +145,12 @@ class EmbeddedReference:
         if self._dns:
             # A fresh port and zone per run: runs side by side (the fault matrix) never
             # meet. Bound before the reference starts, so the address it is given works.
-            self.dns_server = DnsServer(
-                DEFAULT_DOMAIN, "127.0.0.1", 0, zone_dir=directory / "dns-zone"
-            ).start()
+            try:
+                self.dns_server = DnsServer(
+                    DEFAULT_DOMAIN, "127.0.0.1", 0, zone_dir=directory / "dns-zone"
+                ).start()
+            except OSError as error:
+                raise LaunchError(f"cannot start the run's DNS server: {error}") from None
         with self._stderr_path.open("w", encoding="utf-8") as stderr:
             # stderr goes to a file (it can grow without blocking the child); stdout is a
             # pipe drained by a thread, which hands us lines until the listening one.

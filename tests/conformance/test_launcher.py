@@ -157,3 +157,16 @@ def test_launcher_reference_disagreeing_about_dns_is_an_error(
         with reference:
             pytest.fail("a disagreeing profile must not be entered")
     assert reference.pid is None and reference.dns_server is None
+
+
+def test_launcher_dns_server_that_cannot_start_is_a_launch_error(
+    fake_mode: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A zone directory others may write to is refused before the reference starts."""
+    (tmp_path / "dns-zone").mkdir()
+    (tmp_path / "dns-zone").chmod(0o777)
+    reference = EmbeddedReference(command=FAKE, workdir=tmp_path)
+    with pytest.raises(LaunchError, match=r"cannot start the run's DNS server: .*not private"):
+        with reference:
+            pytest.fail("the reference must not start without its DNS server")
+    assert reference.pid is None and reference.dns_server is None
