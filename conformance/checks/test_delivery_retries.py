@@ -9,12 +9,22 @@ profile's ``[timing].tolerance_seconds``.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
 
-from conformance.deliveries import Chain, Chains, arrival_gaps, chains, wait_for_record
+from conformance.deliveries import (
+    Chain,
+    Chains,
+    arrival_gaps,
+    chains,
+    submit_with_target,
+    wait_for_record,
+)
+from conformance.events import COMPLETED
+from conformance.operations import SetupFailed
 from conformance.profile import Profile
 from conformance.receiver import Receiver, Reply
 from conformance.secrets import Redactor
@@ -33,9 +43,30 @@ SUCCESS_STATUSES: Final = (200, 201, 202, 204, 299)
 FAILURE_STATUSES: Final = (400, 404, 410, 429, 500, 503)
 
 
+def _closed_port_url(receiver: Receiver) -> str | None:
+    """A URL on the receiver's host at a port nothing listens on (connection refused), or
+    None when the IUT reaches the receiver through a public_url (another host)."""
+    if receiver.config.public_url:
+        return None
+    family = socket.AF_INET6 if ":" in receiver.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((receiver.host, 0))
+        port = probe.getsockname()[1]
+    # Closed again: connections to it are refused (another process taking the port in
+    # between would answer, and the check would only see no failed attempt).
+    host = f"[{receiver.host}]" if family == socket.AF_INET6 else receiver.host
+    return f"http://{host}:{port}/refused"
+
+
 @pytest.fixture(scope="module")
 def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
     with chains(profile, redactor, receiver, "retries") as made:
+        refused = _closed_port_url(receiver)
+        if refused is not None:
+            try:
+                made.memo["refused"] = (refused, submit_with_target(made.client, refused))
+            except SetupFailed as error:
+                made.memo["refused"] = error
         made.start("always-500", [Reply(500)])
         for status in SUCCESS_STATUSES:
             made.start(f"ok-{status}", [Reply(status)])
@@ -185,3 +216,63 @@ def test_non_2xx_reply_is_retried(lab: Chains, profile: Profile, status: int) ->
     """A non-2xx reply (400, 404, 410, 429, 500, 503) is not success: it is retried."""
     chain = lab[f"fail-{status}-then-200"]
     chain.wait_for(2, f"DLV-SUCCESS-02 (a retry after a {status} reply)")
+
+
+@pytest.mark.requirement("DLV-RETRY-03")
+def test_refused_connection_is_failed_attempt_and_retried(lab: Chains, profile: Profile) -> None:
+    """An attempt whose connection is refused counts as failed and is retried: the record
+    ends with 3 attempts."""
+    made = lab.memo.get("refused")
+    if made is None:
+        pytest.skip("needs a receiver the IUT reaches directly (no [receiver] public_url)")
+    if isinstance(made, BaseException):
+        raise made
+    url, generation_id = made
+    deadline = (
+        profile.sandbox.max_generation_seconds
+        + sum(BACKOFF)
+        + RECORD_SETTLE_SECONDS
+        + profile.timing.tolerance_seconds
+    )
+    record = wait_for_record(
+        lab.client,
+        generation_id,
+        url,
+        lambda r: r.get("outcome") in ("exhausted", "delivered", "failed"),
+        deadline,
+    )
+    attempts = record.get("attempts") if record else None
+    count = len(attempts) if isinstance(attempts, list) else None
+    assert count == ATTEMPTS, (
+        f"DLV-RETRY-03: a target refusing connections; expected {ATTEMPTS} failed attempts "
+        f"recorded, saw {count} (record {json.dumps(record)[:300]})"
+    )
+
+
+@pytest.mark.requirement("DLV-ID-02")
+def test_distinct_deliveries_carry_distinct_ids(lab: Chains) -> None:
+    """Deliveries of different generations (one per target) carry different delivery ids."""
+    names = ["always-500", *(f"ok-{s}" for s in SUCCESS_STATUSES)]
+    ids: dict[str, str | None] = {}
+    for name in names:
+        arrived = lab[name].wait_for(1, f"DLV-ID-02 (a first attempt of chain {name})")
+        ids[name] = arrived[0].headers.get("X-Service-Delivery")
+    values = list(ids.values())
+    assert None not in values and len(set(values)) == len(values), (
+        f"DLV-ID-02: expected a distinct X-Service-Delivery per delivery, saw {ids}"
+    )
+
+
+@pytest.mark.requirement("DLV-ONCE-01")
+def test_completed_event_reaches_accepting_target(lab: Chains) -> None:
+    """A completed generation's event reaches a target that answers 2xx."""
+    chain = lab["ok-200"]
+    arrived = chain.wait_for(1, "DLV-ONCE-01 (the completed event)")
+    events = [d.headers.get("X-Service-Event") for d in arrived]
+    try:
+        bodies = [d.json().get("event") for d in arrived]
+    except (ValueError, AttributeError):
+        bodies = []
+    assert COMPLETED in events or COMPLETED in bodies, (
+        f"DLV-ONCE-01: expected {COMPLETED} delivered, saw events {events} {chain.describe()}"
+    )
