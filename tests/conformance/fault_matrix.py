@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -32,6 +32,8 @@ __all__ = [
     "FAULT_RUN_TIMEOUT_S",
     "FULL_RUN_TIMEOUT_S",
     "LOOKAHEAD",
+    "PARTS",
+    "SHARES",
     "FaultRuns",
     "RegisteredFault",
     "SuiteRun",
@@ -48,6 +50,11 @@ FAULT_RUN_TIMEOUT_S = 180.0
 #: The whole suite, timing-bound webhook chains included, on a loaded machine.
 FULL_RUN_TIMEOUT_S = 840.0
 _REGISTRY_TIMEOUT_S = 60.0
+#: The faults are hashed into this many buckets; each module of the matrix takes some.
+SHARES = 5
+#: The buckets of each module: ``test_fault_matrix.py`` (which also holds the full run)
+#: and ``test_fault_matrix_part2.py``.
+PARTS: tuple[tuple[int, ...], ...] = ((0, 1), (2, 3, 4))
 #: How many fault runs one module keeps going at once (see :class:`FaultRuns`).
 LOOKAHEAD = 2
 #: How much of a run's output a failure message quotes.
@@ -107,14 +114,17 @@ def planned_faults(request: pytest.FixtureRequest) -> list[RegisteredFault]:
     return planned
 
 
-def share(faults: Sequence[RegisteredFault], part: int, parts: int) -> list[RegisteredFault]:
-    """The faults of one part of the matrix, chosen by a stable hash of the fault's name.
+def share(
+    faults: Sequence[RegisteredFault], buckets: Collection[int], of: int = SHARES
+) -> list[RegisteredFault]:
+    """The faults of one part of the matrix: those whose name hashes into ``buckets`` of
+    ``of`` (a stable hash, so a fault stays in its part when others are added).
 
     The project runs its tests with ``-n 2 --dist loadfile``: a test module is the unit
-    pytest-xdist hands to a worker, so the matrix is spread over more than one module. A
-    hash (not a position in the registry) keeps a fault in its part when others are added.
+    pytest-xdist hands to a worker, so the matrix is spread over two modules, the one that
+    also holds the full run taking the smaller share.
     """
-    return [f for f in faults if zlib.crc32(f.name.encode()) % parts == part]
+    return [f for f in faults if zlib.crc32(f.name.encode()) % of in buckets]
 
 
 @dataclass(frozen=True)
