@@ -34,9 +34,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from conformance.dns import DnsServer, run_zone_dir
 from conformance.launcher import EmbeddedReference, LaunchError
 from conformance.plugin import is_warning
-from conformance.profile import ProfileError, load_profile, write_template
+from conformance.profile import Profile, ProfileError, load_profile, write_template
 from conformance.reports import JSON_NAME, new_report_dir
 
 __all__ = [
@@ -54,6 +55,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_HARNESS = 3
 
+#: How long the run's DNS server waits, once pytest returned, for a process still using
+#: its zone (none should remain: the workers have ended).
+DNS_LINGER_S = 5.0
 #: pytest's own output of a run, kept next to the reports (redacted).
 PYTEST_LOG = "pytest-output.txt"
 
@@ -193,11 +197,12 @@ def run(options: argparse.Namespace) -> int:
     report_dir = (options.report_dir or new_report_dir()).resolve()
     if profile_arg is not None:
         try:
-            load_profile(profile_arg)
+            profile = load_profile(profile_arg)
         except ProfileError as error:
             err.print(str(error), markup=False)
             return EXIT_USAGE
-        return _run_pytest(options, profile_arg, report_dir, err)
+        with _serve_dns(profile, profile_arg, err):
+            return _run_pytest(options, profile_arg, report_dir, err)
     err.print(
         "no --profile: starting the embedded reference implementation"
         + (f" with faults {', '.join(options.fault)}" if options.fault else "")
@@ -208,6 +213,32 @@ def run(options: argparse.Namespace) -> int:
     except LaunchError as error:
         err.print(f"genapi-conformance: {error}", markup=False)
         return EXIT_HARNESS
+
+
+@contextlib.contextmanager
+def _serve_dns(profile: Profile, profile_path: Path, err: Console) -> Iterator[DnsServer | None]:
+    """Serve the profile's ``[dns]`` zone from this process for the whole run, if it has one.
+
+    The workers' ``dns_server`` fixture would serve it too (the first to come), but one
+    worker may finish long before another still resolving names: served from here, the
+    zone outlives every worker without anyone waiting for the others. A server this
+    process cannot start (the port taken) is left for the fixture to report per check.
+    """
+    dns = profile.dns
+    zone_dir = None if dns is None else run_zone_dir(profile_path, dns.host, dns.port, dns.zone_dir)
+    if dns is None or zone_dir is None:
+        yield None
+        return
+    try:
+        server = DnsServer.join(dns.domain, dns.host, dns.port, zone_dir=zone_dir)
+    except OSError as error:
+        err.print(f"genapi-conformance: not serving DNS at {dns.host}:{dns.port}: {error}")
+        yield None
+        return
+    try:
+        yield server
+    finally:
+        server.stop(linger=DNS_LINGER_S)
 
 
 def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) -> list[str]:

@@ -57,7 +57,14 @@ from typing import IO, Any, Final
 
 from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
 
-__all__ = ["DEFAULT_DOMAIN", "DnsBusy", "DnsQuery", "DnsServer", "shared_zone_dir"]
+__all__ = [
+    "DEFAULT_DOMAIN",
+    "DnsBusy",
+    "DnsQuery",
+    "DnsServer",
+    "run_zone_dir",
+    "shared_zone_dir",
+]
 
 #: The domain the reference's provisioning writes into its profile's ``[dns]`` table.
 DEFAULT_DOMAIN: Final = "rebind.genapi.test"
@@ -125,6 +132,17 @@ def shared_zone_dir(profile_path: Path | str, host: str, port: int) -> Path:
     return (
         Path(tempfile.gettempdir()) / f"genapi-dns-{os.getuid()}" / f"{safe_host}-{port}-{digest}"
     )
+
+
+def run_zone_dir(
+    profile_path: Path | str, host: str, port: int, zone_dir: Path | None
+) -> Path | None:
+    """The zone directory of a run's profile ``[dns]``: its ``zone_dir`` when set, else
+    :func:`shared_zone_dir`; None for port 0 (a free port nobody else can know, so the
+    zone is private to the one process that serves it)."""
+    if zone_dir is not None:
+        return zone_dir
+    return None if port == 0 else shared_zone_dir(profile_path, host, port)
 
 
 def _lock(handle: IO[bytes], operation: int, deadline: float | None) -> bool:

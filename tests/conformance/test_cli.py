@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import dns.message
+import dns.query
 import pytest
 from pytest_httpserver import HTTPServer
+from rich.console import Console
 
+from conformance import cli
 from conformance.cli import (
     EXIT_FAILED,
     EXIT_HARNESS,
@@ -22,7 +28,8 @@ from conformance.cli import (
     main,
     pytest_args,
 )
-from conformance.profile import template_text
+from conformance.dns import DnsServer, shared_zone_dir
+from conformance.profile import load_profile, template_text
 
 TIER = {
     "plan_code": "pro",
@@ -264,3 +271,64 @@ def test_progress_counts_checks_and_tallies_warnings_apart() -> None:
     assert progress.tally == {"warn": 1, "error": 1, "passed": 1}
     task = progress.progress.tasks[0]
     assert (task.completed, task.total) == (3, 3)
+
+
+def _dns_profile(tmp_path: Path, port: int) -> Path:
+    path = tmp_path / "dns-profile.toml"
+    path.write_text(
+        f"""base_url = "http://127.0.0.1:9"
+[keys.primary]
+key = "gk_cliTESTkey0123456789abcdef"
+scopes = ["images:generate"]
+[dns]
+server = "127.0.0.1:{port}"
+domain = "rebind.genapi.test"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_run_against_a_profile_serves_its_dns_zone_for_the_whole_run(tmp_path: Path) -> None:
+    """`run --profile` serves the [dns] zone from the controller: the workers attach to it
+    (the zone they derive alike) and it outlives them all."""
+    port = _free_udp_port()
+    path = _dns_profile(tmp_path, port)
+    messages = io.StringIO()
+    with cli._serve_dns(load_profile(path), path, Console(file=messages)) as server:
+        assert server is not None and server.serving and server.address == ("127.0.0.1", port)
+        worker = DnsServer.join(
+            "rebind.genapi.test",
+            "127.0.0.1",
+            port,
+            zone_dir=shared_zone_dir(path, "127.0.0.1", port),
+        )
+        try:
+            assert not worker.serving
+            name = worker.set("from-a-worker", ["127.0.0.5"])
+            query = dns.message.make_query(name, "A")
+            response = dns.query.udp(query, "127.0.0.1", port=port, timeout=2)
+            assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.5"]
+        finally:
+            worker.stop()
+    assert not server.serving
+    assert messages.getvalue() == ""
+
+
+def test_run_against_a_profile_whose_dns_port_is_taken_leaves_it_to_the_checks(
+    tmp_path: Path,
+) -> None:
+    """The port held outside the run: the run goes on, the dns_server fixture reports it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        path = _dns_profile(tmp_path, taken.getsockname()[1])
+        messages = io.StringIO()
+        with cli._serve_dns(load_profile(path), path, Console(file=messages)) as server:
+            assert server is None
+    assert "not serving DNS at 127.0.0.1:" in messages.getvalue()
