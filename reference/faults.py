@@ -671,10 +671,18 @@ _REGISTRY: tuple[Fault, ...] = (
     Fault("video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"),
     # --- delivery behaviour, records, redeliver (engineer CHECKS-DELIVERY;
     # conformance/checks/test_delivery_*.py, test_redeliver.py) ---
+    Fault("attempt-at-missing", "REC-ATTEMPT-02", "delivery record attempts have no at"),
     Fault(
-        "attempt-n-from-zero",
-        "REC-ATTEMPT-01",
-        "delivery records number their attempts from 0",
+        "attempt-error-missing", "REC-ATTEMPT-06", "delivery record attempts have no error field"
+    ),
+    Fault(
+        "attempt-ms-float", "REC-ATTEMPT-05", "delivery record attempts give ms as float seconds"
+    ),
+    Fault("attempt-n-from-zero", "REC-ATTEMPT-01", "delivery records number their attempts from 0"),
+    Fault(
+        "attempt-status-of-last",
+        "REC-ATTEMPT-04",
+        "every attempt of a record shows the last attempt's status",
     ),
     Fault(
         "callback-unlisted",
@@ -687,9 +695,35 @@ _REGISTRY: tuple[Fault, ...] = (
         "a 4xx reply counts as success: the delivery is not retried",
     ),
     Fault(
+        "delivered-without-sending",
+        "DLV-ONCE-01",
+        "deliveries are recorded as answered 200 but never sent",
+    ),
+    Fault(
+        "delivery-id-per-attempt",
+        "DLV-ID-01",
+        "each retry carries a new delivery id (body id and X-Service-Delivery)",
+    ),
+    Fault(
+        "duplicate-records", "REC-GEN-02", "a generation's delivery list shows each record twice"
+    ),
+    Fault(
+        "event-type-short",
+        "REC-FIELD-01",
+        "delivery records give event_type without the generation. prefix",
+    ),
+    Fault(
         "exhausted-recorded-failed",
         "DLV-EXHAUST-02",
         "a delivery whose third attempt failed is recorded failed instead of exhausted",
+    ),
+    Fault(
+        "generation-deliveries-403",
+        "REC-GEN-01",
+        "GET /v1/generations/{id}/deliveries refuses API keys with 403",
+    ),
+    Fault(
+        "generation-list-total-missing", "REC-GEN-07", "a generation's delivery list has no total"
     ),
     Fault(
         "inline-unlisted",
@@ -701,11 +735,17 @@ _REGISTRY: tuple[Fault, ...] = (
         "REC-HOOK-06",
         "a webhook's delivery list ignores limit and returns up to 100 records",
     ),
+    Fault("list-total-string", "REC-LIST-01", "delivery lists give total as a string"),
     Fault("only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"),
     Fault(
         "outcome-filter-ignored",
         "REC-HOOK-04",
         "a webhook's delivery list ignores a valid outcome filter",
+    ),
+    Fault("outcome-success-word", "REC-FIELD-02", "delivered records show outcome success"),
+    Fault("pending-filter-refused", "REC-HOOK-03", "outcome=pending_retry is answered 400"),
+    Fault(
+        "record-drops-first-attempt", "REC-GEN-03", "delivery records leave out their first attempt"
     ),
     Fault(
         "record-keeps-last-attempt",
@@ -713,17 +753,79 @@ _REGISTRY: tuple[Fault, ...] = (
         "a delivery record's attempts hold only the latest attempt",
     ),
     Fault(
+        "redeliver-answer-bare",
+        "REDLV-RESP-01",
+        "the redeliver answer has no outcome or status_code",
+    ),
+    Fault(
         "redeliver-answers-recorded-status",
         "REDLV-STATE-03",
         "redeliver answers the record's previous outcome and status, not the new attempt's",
+    ),
+    Fault("redeliver-needs-session", "REDLV-AUTH-01", "redeliver refuses API keys with 401"),
+    Fault(
+        "redeliver-payload-rebuilt",
+        "REDLV-PAYLOAD-01",
+        "a redelivery carries a rebuilt payload (a new created_at)",
+    ),
+    Fault(
+        "redeliver-refuses-failed",
+        "REDLV-STATE-02",
+        "a delivery whose outcome is failed cannot be redelivered (409)",
+    ),
+    Fault(
+        "redeliver-sends-nothing",
+        "REDLV-STATE-01",
+        "redeliver answers delivered without sending anything",
     ),
     Fault(
         "redirect-success",
         "DLV-REDIRECT-02",
         "a 3xx reply counts as success (not followed, but not retried either)",
     ),
+    Fault(
+        "registered-unlisted",
+        "REC-GEN-06",
+        "a generation's delivery list leaves out registered-webhook deliveries",
+    ),
+    Fault(
+        "retry-after-success",
+        "DLV-OK-01",
+        "a delivery whose first attempt got a 2xx is sent once more",
+    ),
+    Fault("retry-body-changes", "DLV-ID-03", "each retry carries a body with a new created_at"),
+    Fault(
+        "second-backoff-1s",
+        "DLV-BACKOFF-02",
+        "the backoff before the third attempt is 1 s instead of 2 s",
+    ),
+    Fault(
+        "shared-delivery-id",
+        "DLV-ID-02",
+        "every delivery carries the same id (body id and X-Service-Delivery)",
+    ),
+    Fault("status-code-string", "REC-FIELD-03", "delivery records give status_code as a string"),
+    Fault("success-recorded-failed", "DLV-OK-02", "a delivery answered 2xx is recorded failed"),
+    Fault(
+        "target-url-origin-only",
+        "REC-FIELD-05",
+        "delivery records give target_url without its path",
+    ),
+    Fault(
+        "timeout-not-retried",
+        "DLV-RETRY-02",
+        "a timed-out attempt is not retried (the delivery ends exhausted)",
+    ),
     Fault("timeout-too-long", "DLV-TIMEOUT-01", "the per-attempt timeout is 20 s instead of 10 s"),
     Fault("timeout-too-short", "DLV-TIMEOUT-02", "the per-attempt timeout is 5 s instead of 10 s"),
+    Fault("two-attempts", "DLV-ATTEMPTS-01", "a failing delivery gets 2 attempts instead of 3"),
+    Fault(
+        "webhook-deliveries-403",
+        "REC-HOOK-01",
+        "GET /v1/webhooks/{id}/deliveries refuses API keys with 403",
+    ),
+    Fault("webhook-list-empty", "REC-HOOK-02", "a webhook's delivery list is always empty"),
+    Fault("webhook-list-total-missing", "REC-HOOK-10", "a webhook's delivery list has no total"),
 )
 
 #: Every known fault by name.

@@ -54,6 +54,11 @@ class DeliveryPolicy:
     concurrency: int = 32
     #: The outcome after the last failed attempt (spec §3: exhausted; a fault changes it).
     exhausted_outcome: str = "exhausted"
+    #: The outcome after a 2xx (spec §3: delivered; a fault changes it).
+    delivered_outcome: str = "delivered"
+    #: Faults: a first 2xx is retried anyway; a timed-out attempt is not retried.
+    retry_first_success: bool = False
+    retry_timeouts: bool = True
 
     def backoff_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
@@ -214,8 +219,11 @@ class Dispatcher:
     def next_state(self, result: AttemptResult, ended: float) -> tuple[str, float | None]:
         """The delivery's outcome after an automatic attempt, and its next attempt time."""
         if result.succeeded:
-            return "delivered", None
-        if result.n >= self._policy.max_attempts:
+            if self._policy.retry_first_success and result.n == 1:
+                return "pending_retry", ended + self._policy.backoff_after(result.n)
+            return self._policy.delivered_outcome, None
+        timed_out = result.status == 0 and (result.error or "").startswith("no response")
+        if result.n >= self._policy.max_attempts or (timed_out and not self._policy.retry_timeouts):
             return self._policy.exhausted_outcome, None
         return "pending_retry", ended + self._policy.backoff_after(result.n)
 

@@ -80,6 +80,10 @@ class SendOptions:
     signed_body_override: bytes | None = None
     signing_secret_override: str | None = None
     mismatched_delivery_header: bool = False
+    #: Changes each attempt's request before it is sent (delivery_faults.py; None: honest).
+    per_attempt: Callable[[DeliveryRequest], DeliveryRequest] | None = None
+    #: Record a 200 without sending anything (fault ``delivered-without-sending``).
+    pretend_sent: bool = False
     #: Which replied statuses count as success, under a success-rule fault (None: any 2xx).
     counts_as_success: Callable[[int], bool] | None = None
     #: Rewrites the method and headers of an attempt (the event faults, event_faults.py).
@@ -121,6 +125,10 @@ async def send_attempt(
 ) -> AttemptResult:
     """Send one attempt and describe its result; never raises for network failures."""
     options = options or SendOptions()
+    if options.per_attempt is not None:
+        request = options.per_attempt(request)
+    if options.pretend_sent:
+        return AttemptResult(n=request.attempt, at=timestamp_now(), status=200, ms=0, error=None)
     at = timestamp_now()
     started = time.monotonic()
     status = 0

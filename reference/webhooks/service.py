@@ -58,7 +58,7 @@ from reference.netguard import (
 )
 from reference.store import Store
 
-from . import envelopes, event_faults, url_faults
+from . import delivery_faults, envelopes, event_faults, url_faults
 from .dispatcher import DeliveryPolicy, Dispatcher
 from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
@@ -133,6 +133,10 @@ class WebhookService:
             max_attempts += 1
         if self.faults.on("backoff-too-short"):
             backoff = tuple(0.1 for _ in backoff)
+        if self.faults.on("two-attempts"):
+            max_attempts = 2
+        if self.faults.on("second-backoff-1s"):
+            backoff = tuple(backoff[0] for _ in backoff)
         timeout_s = self.config.delivery_timeout_s
         if self.faults.on("timeout-too-long"):
             timeout_s *= 2
@@ -145,6 +149,11 @@ class WebhookService:
             exhausted_outcome="failed"
             if self.faults.on("exhausted-recorded-failed")
             else "exhausted",
+            delivered_outcome="failed"
+            if self.faults.on("success-recorded-failed")
+            else "delivered",
+            retry_first_success=self.faults.on("retry-after-success"),
+            retry_timeouts=not self.faults.on("timeout-not-retried"),
         )
 
     def _success_rule(self) -> Callable[[int], bool] | None:
@@ -175,6 +184,12 @@ class WebhookService:
             signing_secret_override=secret_override,
             rewrite=self._rewrite if event_faults.active(self.faults) else None,
             counts_as_success=self._success_rule(),
+            per_attempt=(
+                delivery_faults.per_attempt(self.faults)
+                if delivery_faults.active(self.faults)
+                else None
+            ),
+            pretend_sent=self.faults.on("delivered-without-sending"),
         )
 
     def _rewrite(
@@ -642,31 +657,22 @@ class WebhookService:
         owner = self.store.read("SELECT account_id FROM generations WHERE id = ?", (generation_id,))
         if not owner or owner[0]["account_id"] != account_id:
             raise ApiError(404, "no generation with this id in this key's account")
+        if self.faults.on("generation-deliveries-403"):
+            raise ApiError(403, "fault: the generation's deliveries refuse API keys")
         deliveries, total = delivery_views(self.store, "generation_id = ?", [generation_id])
-        unlisted = {
-            mode
-            for mode, fault in (("inline", "inline-unlisted"), ("callback", "callback-unlisted"))
-            if self.faults.on(fault)
-        }
-        if unlisted:
-            deliveries = [view for view in deliveries if view["mode"] not in unlisted]
-            total = len(deliveries)
-        return {"deliveries": self._record_faults(deliveries), "total": total}
-
-    def _record_faults(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Delivery records as a record fault shows them (unchanged with no fault on)."""
-        if self.faults.on("record-keeps-last-attempt"):
-            for view in views:
-                view["attempts"] = view["attempts"][-1:]
-        if self.faults.on("attempt-n-from-zero"):
-            for view in views:
-                view["attempts"] = [{**a, "n": a["n"] - 1} for a in view["attempts"]]
-        return views
+        answer = {"deliveries": deliveries, "total": total}
+        if delivery_faults.active(self.faults):
+            return delivery_faults.list_answer(self.faults, answer, "generation")
+        return answer
 
     def webhook_deliveries(
         self, account_id: str, webhook_id: str, outcome: str | None, limit: str | None
     ) -> dict[str, Any]:
         """Deliveries of one registered webhook, newest first, filtered and limited."""
+        if self.faults.on("webhook-deliveries-403"):
+            raise ApiError(403, "fault: a webhook's deliveries refuse API keys")
+        if outcome == "pending_retry" and self.faults.on("pending-filter-refused"):
+            raise ApiError(400, "fault: outcome=pending_retry is refused")
         if outcome is not None and outcome not in OUTCOMES:
             if not self.faults.on("unknown-outcome-accepted"):
                 raise ApiError(
@@ -696,12 +702,17 @@ class WebhookService:
         if self.faults.on("limit-ignored"):
             count = MAX_LIST_LIMIT
         deliveries, total = delivery_views(self.store, where, params, limit=count)
-        return {"deliveries": self._record_faults(deliveries), "total": total}
+        answer = {"deliveries": deliveries, "total": total}
+        if delivery_faults.active(self.faults):
+            return delivery_faults.list_answer(self.faults, answer, "webhook")
+        return answer
 
     # --- redeliver (spec §3, §4, §7) ----------------------------------------------------
 
     async def redeliver(self, account_id: str, delivery_id: str) -> dict[str, Any]:
         """Replay a delivery: re-validate, then one attempt with the original bytes and id."""
+        if self.faults.on("redeliver-needs-session"):
+            raise ApiError(401, "fault: redeliver refuses API keys")
         row = await run_db(get_delivery, self.store, delivery_id)
         if row is None or row.account_id != account_id:
             raise ApiError(404, "no delivery with this id in this key's account")
@@ -722,7 +733,10 @@ class WebhookService:
                     "nothing was sent and the delivery is unchanged",
                 ) from None
             address = str(target.address)
-        if row.outcome not in REDELIVERABLE:
+        redeliverable = (
+            {"exhausted"} if self.faults.on("redeliver-refuses-failed") else REDELIVERABLE
+        )
+        if row.outcome not in redeliverable:
             raise ApiError(
                 409,
                 f"only exhausted or failed deliveries can be redelivered; this one is "
@@ -735,7 +749,13 @@ class WebhookService:
             if not live:
                 raise ApiError(409, "the webhook of this delivery has been deleted")
         generation_id = row.generation_id or _generation_id_of(row.body)
+        if self.faults.on("redeliver-sends-nothing"):
+            return {"id": delivery_id, "outcome": "delivered", "status_code": 200}
         sent = _with_new_event_id(row) if self.faults.on("redeliver-new-event-id") else row
+        if self.faults.on("redeliver-payload-rebuilt"):
+            body = json.loads(row.body)
+            body["created_at"] = envelopes.timestamp_now()
+            sent = dataclasses.replace(row, body=envelopes.body_bytes(body))
         result = await self._manual_attempt(
             sent,
             address=address,
@@ -743,6 +763,8 @@ class WebhookService:
             trigger="redeliver",
             record_id=row.id,
         )
+        if self.faults.on("redeliver-answer-bare"):
+            return {"id": delivery_id, "result": result.view()}
         if self.faults.on("redeliver-answers-recorded-status"):
             # Fault: the answer is the record as it was, not the new attempt's result.
             return {"id": delivery_id, "outcome": row.outcome, "status_code": row.status_code}
