@@ -133,7 +133,8 @@ def _shown(record: dict[str, Any]) -> str:
 def test_generation_deliveries_with_api_key_served_as_list(api: ApiClient, lab: Chains) -> None:
     """GET /v1/generations/{id}/deliveries with the key is served: an object with
     deliveries (an array) and total (an integer)."""
-    chain, _ = _settled(lab, "delivered")
+    chain = lab["delivered"]
+    chain.wait_for(1, "REC-GEN-01 (set-up: a delivery of the generation)")
     response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
     assert 200 <= response.status_code < 300, (
         f"REC-GEN-01: expected a 2xx for the generation's deliveries with its API key, "
