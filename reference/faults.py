@@ -736,6 +736,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "a webhook's delivery list ignores limit and returns up to 100 records",
     ),
     Fault("list-total-string", "REC-LIST-01", "delivery lists give total as a string"),
+    Fault(
+        "list-unbounded",
+        "REC-HOOK-07",
+        "a webhook's delivery list asked without a limit returns every record (over 100)",
+    ),
     Fault("only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"),
     Fault(
         "outcome-filter-ignored",

@@ -38,6 +38,9 @@ ATTEMPTS: Final = 3
 SETTLE_SECONDS: Final = 5.0
 #: Values that are not one of the four outcomes (compared case-sensitively).
 UNKNOWN_OUTCOMES: Final = ("success", "", "DELIVERED", "delivered,exhausted", "retrying")
+#: Spec §8: a delivery list returns at most 100 records; one more delivery than that.
+MAX_LIMIT: Final = 100
+OVER_MAX: Final = MAX_LIMIT + 1
 #: Limits that are not a positive integer (REC-HOOK-09).
 BAD_LIMITS: Final = ("0", "-1", "ten", "1.5")
 
@@ -173,12 +176,42 @@ def test_limit_1_returns_one_record_and_full_total(api: ApiClient, hook: Hook) -
 @pytest.mark.requirement("REC-HOOK-08")
 def test_limit_above_100_refused_or_capped(api: ApiClient, hook: Hook) -> None:
     """limit=101 is answered 400 or served with at most 100 records."""
-    # REC-HOOK-07 (never more than 100) needs over 100 deliveries to show; not cited here.
     response = api.request("GET", hook.path, params={"limit": 101})
     if response.status_code == 400:
         return
     records, _ = assert_delivery_list(response, "REC-HOOK-08 (limit=101: 400 or served)")
     assert len(records) <= 100, f"REC-HOOK-08: limit=101 returned {len(records)} records"
+
+
+@pytest.mark.requirement("REC-HOOK-07")
+def test_list_of_over_100_deliveries_returns_at_most_100(
+    api: ApiClient, endpoint: Endpoint
+) -> None:
+    """A webhook with more than 100 deliveries lists at most 100, asked without a limit or
+    with limit=100."""
+    webhook = register_webhook(api, endpoint.url)
+    try:
+        # Console test deliveries (spec §4) are deliveries to the webhook: 101 of them,
+        # sent one by one (each answered 200 by the receiver), no credits spent.
+        for sent in range(OVER_MAX):
+            response = api.request(
+                "POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary"
+            )
+            if not 200 <= response.status_code < 300:
+                raise SetupFailed(f"set-up: test delivery {sent + 1} answered {describe(response)}")
+        path = f"/v1/webhooks/{webhook.id}/deliveries"
+        unbounded, total = assert_delivery_list(api.request("GET", path), "REC-HOOK-07")
+        at_100, _ = assert_delivery_list(
+            api.request("GET", path, params={"limit": 100}), "REC-HOOK-07 (limit=100)"
+        )
+    finally:
+        delete_webhook(api, webhook)
+    if total < OVER_MAX and len(unbounded) < OVER_MAX:
+        pytest.skip(f"the webhook's list counts {total} of {OVER_MAX} test deliveries")
+    assert len(unbounded) <= MAX_LIMIT and len(at_100) <= MAX_LIMIT, (
+        f"REC-HOOK-07: {total} deliveries; expected at most {MAX_LIMIT} records per response, "
+        f"saw {len(unbounded)} without a limit and {len(at_100)} with limit=100"
+    )
 
 
 @pytest.mark.parametrize("value", BAD_LIMITS, ids=[f"limit-{v}" for v in BAD_LIMITS])

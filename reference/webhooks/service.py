@@ -680,7 +680,8 @@ class WebhookService:
                     f"unknown outcome filter {outcome!r}: use one of {', '.join(OUTCOMES)}",
                 )
             outcome = None
-        count = MAX_LIST_LIMIT
+        # Fault list-unbounded: without a limit every record is returned.
+        count = 10 * MAX_LIST_LIMIT if self.faults.on("list-unbounded") else MAX_LIST_LIMIT
         if limit is not None:
             try:
                 count = int(limit)
