@@ -322,7 +322,10 @@ def test_template_is_commented_line_by_line() -> None:
 
 def test_template_commented_optional_tables_are_valid_when_enabled() -> None:
     text = re.sub(
-        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path|field)", r"\1", template_text(), flags=re.M
+        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path|field)",
+        r"\1",
+        template_text(),
+        flags=re.M,
     )
     document = tomllib.loads(text)
     assert "dns" in document and "usage" in document
