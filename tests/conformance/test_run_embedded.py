@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.cli import EXIT_FAILED, EXIT_OK
+from conformance.launcher import EmbeddedReference
 
 
 def _run(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -117,3 +120,34 @@ def test_run_embedded_reference_dns_faults_fail_the_rebinding_checks(tmp_path: P
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
     assert verdicts == {"REDLV-REBIND-01": "fail", "URL-RESOLVE-02": "fail"}
+
+
+@pytest.mark.timeout(900)
+def test_plain_pytest_against_a_reference_started_with_dns_server(tmp_path: Path) -> None:
+    """The template's recipe: the reference started by hand with ``--dns-server`` writes
+    [dns] (no zone_dir); plain pytest with two workers and the checks spread over both
+    (``--dist load``) serves that address once and passes the DNS checks."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    reference = EmbeddedReference(dns=False, extra_args=["--dns-server", f"127.0.0.1:{port}"])
+    report_dir = tmp_path / "report"
+    with reference as profile:
+        assert "zone_dir" not in tomllib.loads(profile.read_text(encoding="utf-8"))["dns"]
+        env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
+        done = subprocess.run(  # noqa: S603 (our own interpreter and module)
+            [
+                *(sys.executable, "-m", "pytest", "--pyargs", "conformance.checks"),
+                *("--profile", str(profile), "--report-dir", str(report_dir)),
+                *("-p", "no:cacheprovider", "-n", "2", "--dist", "load", "-k", "rebind"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+            env=env,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    checks = _results(report_dir)["checks"]
+    assert len(checks) >= 10 and {c["outcome"] for c in checks} == {"passed"}, checks
