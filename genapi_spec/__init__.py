@@ -4,6 +4,9 @@ Both the suite (``conformance``) and the reference implementation (``reference``
 the spec artifacts through this package, so neither needs to import the other. In a
 wheel the artifacts sit in ``genapi_spec/data/``; in a source checkout they are read
 from the top-level ``openapi/``, ``schemas/`` and ``fixtures/`` folders.
+
+PYTEST_DONT_REWRITE: this package holds no assertions, and the suite's CLI imports it
+before pytest starts (see ``conformance/__init__.py``).
 """
 
 from __future__ import annotations
