@@ -128,7 +128,9 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "sandbox": {
             "fail_prompt": FAIL_MARK,
             "cancel_prompt": CANCEL_MARK,
-            "max_generation_seconds": max(30, config.latency_ms / 1000 * 10),
+            # Fifty times the default latency: ample, and it bounds how long a check waits
+            # for an event that an implementation wrongly never sends.
+            "max_generation_seconds": max(10, config.latency_ms / 1000 * 10),
         },
         "usage": {"path": "/v1/account/usage", "field": "credits_used_today"},
         "budgets": {"max_requests_per_rate_check": 200, "destructive": True},
