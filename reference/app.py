@@ -158,8 +158,21 @@ def core_routes(service: Service) -> list[BaseRoute]:
     async def account_tier(request: Request) -> Response:
         key = auth.require_key(request, None)
         record = auth.tier_of(key).record()
-        if service.faults.on("tier-endpoint-wrong-type"):
+        faults = service.faults
+        if faults.on("tier-read-refused"):
+            raise ApiError(404, "no tier record for this key")
+        if faults.on("tier-endpoint-wrong-type"):
             record["requests_per_minute"] = str(record["requests_per_minute"])
+        if faults.on("tier-requests-per-day-wrong-type"):
+            record["requests_per_day"] = str(record["requests_per_day"])
+        if faults.on("tier-concurrent-limit-wrong-type"):
+            record["concurrent_limit"] = str(record["concurrent_limit"])
+        if faults.on("tier-max-credits-wrong-type"):
+            record["max_credits_per_day"] = str(record["max_credits_per_day"])
+        if faults.on("tier-plan-code-wrong-type"):
+            record["plan_code"] = {"name": record["plan_code"]}
+        if faults.on("tier-allowed-model-types-wrong-type"):
+            record["allowed_model_types"] = ",".join(record["allowed_model_types"])
         return JSONResponse(record)
 
     async def account_usage(request: Request) -> Response:

@@ -87,6 +87,32 @@ _REGISTRY: tuple[Fault, ...] = (
         "TIER-FIELD-02",
         "the tier record gives requests_per_minute as a string",
     ),
+    Fault(
+        "tier-allowed-model-types-wrong-type",
+        "TIER-FIELD-06",
+        "the tier record gives allowed_model_types as one comma-separated string",
+    ),
+    Fault(
+        "tier-concurrent-limit-wrong-type",
+        "TIER-FIELD-04",
+        "the tier record gives concurrent_limit as a string",
+    ),
+    Fault(
+        "tier-max-credits-wrong-type",
+        "TIER-FIELD-05",
+        "the tier record gives max_credits_per_day as a string",
+    ),
+    Fault(
+        "tier-plan-code-wrong-type",
+        "TIER-FIELD-01",
+        "the tier record gives plan_code as an object instead of a string",
+    ),
+    Fault("tier-read-refused", "TIER-READ-01", "GET /v1/account/tier answers 404 to a valid key"),
+    Fault(
+        "tier-requests-per-day-wrong-type",
+        "TIER-FIELD-03",
+        "the tier record gives requests_per_day as a string",
+    ),
     # --- authentication, scopes, console separation, keys (engineer CHECKS-AUTH) ---
     Fault("api-key-creates-webhooks", "CONSOLE-KEY-01", "POST /api/webhooks accepts an API key"),
     Fault(
