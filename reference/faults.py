@@ -398,6 +398,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "a callback_url that loses to webhook.id or webhook.url is not validated",
     ),
     Fault(
+        "losing-target-notified",
+        "TARGET-ORDER-04",
+        "the targets that lose the resolution order receive the events as well",
+    ),
+    Fault(
         "precedence-callback-over-url",
         "TARGET-ORDER-02",
         "callback_url wins over webhook.url (webhook.id still first)",

@@ -117,6 +117,7 @@ class WebhookService:
         )
         self._client: httpx.AsyncClient | None = None
         self._manual: set[str] = set()
+        self._losers: dict[str, tuple[Binding, ...]] = {}  # losing-target-notified only
         self.delivery_policy = self._delivery_policy()
         self.dispatcher = Dispatcher(
             store, self.delivery_policy, self._signing_secret, self.options_for, self.client
@@ -318,6 +319,9 @@ class WebhookService:
             order = url_faults.order(self.faults, order)
         for choice in order:
             if choice in candidates:
+                if self.faults.on("losing-target-notified"):
+                    losers = tuple(b for c, b in candidates.items() if c != choice)
+                    return dataclasses.replace(candidates[choice], losers=losers)
                 return candidates[choice]
         return None
 
@@ -400,6 +404,8 @@ class WebhookService:
         self, conn: sqlite3.Connection, generation_id: str, binding: Binding
     ) -> None:
         """Store the binding in CORE's submit transaction."""
+        if binding.losers:  # the fault losing-target-notified only
+            self._losers[generation_id] = binding.losers
         conn.execute(
             "INSERT INTO webhook_bindings (generation_id, account_id, key_id, mode, webhook_id,"
             " url, address, events, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -505,6 +511,40 @@ class WebhookService:
             event_type=event,
             target_url=binding.url,
             address=binding.address,
+            body=envelopes.body_bytes(body),
+            created_at=_now_iso(),
+            next_attempt_at=time.time(),
+        )
+        if self._losers:
+            for loser in self._losers.pop(str(generation["id"]), ()):
+                self._enqueue_loser(conn, generation, loser, envelope)
+
+    def _enqueue_loser(
+        self,
+        conn: sqlite3.Connection,
+        generation: Mapping[str, Any],
+        loser: Binding,
+        envelope: Mapping[str, Any],
+    ) -> None:
+        """The fault losing-target-notified: a losing target gets the event as well.
+
+        Its own event id, and no generation_id on the row: the unique index allows one
+        delivery per generation and event, which an honest service never exceeds.
+        """
+        event_id = envelopes.new_event_id()
+        copy = {**envelope, "id": event_id, "webhook_id": loser.webhook_id}
+        body = envelopes.callback_body(copy) if loser.mode == "callback" else copy
+        insert_delivery(
+            conn,
+            delivery_id=event_id,
+            generation_id=None,
+            account_id=loser.account_id,
+            key_id=loser.key_id,
+            webhook_id=loser.webhook_id,
+            mode=loser.mode,
+            event_type=str(envelope["event"]),
+            target_url=loser.url,
+            address=loser.address,
             body=envelopes.body_bytes(body),
             created_at=_now_iso(),
             next_attempt_at=time.time(),

@@ -48,6 +48,8 @@ class Binding:
     account_id: str
     key_id: str
     webhook_id: str | None = None
+    #: Only under the fault ``losing-target-notified``: the targets that lost (spec §4).
+    losers: tuple[Binding, ...] = ()
 
     def view(self) -> dict[str, Any]:
         """What GET /v1/generations/{id} shows under ``webhook`` (never a secret)."""
