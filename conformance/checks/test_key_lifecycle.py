@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, Final
 
+import httpx
 import pytest
 
 from conformance.adapters import Adapter, AdapterError, CreatedKey
-from conformance.asserts import assert_not_refused_for_auth, assert_refused
+from conformance.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, assert_refused
 from conformance.client import ApiClient
 from conformance.profile import SCOPES, Profile
 
@@ -29,6 +32,10 @@ TIER = "/v1/account/tier"
 DASHBOARD_SCOPES = SCOPES[:3]
 #: The active-key limit (spec §2, §8).
 KEY_LIMIT = 10
+#: How long a key just created may take to start working. The spec says revocation
+#: "takes effect immediately" but gives creation no such time, so the suite allows a
+#: bound of its own (KEY-CREATE-01); working at once is an interpretation (KEY-CREATE-02).
+KEY_SETTLE_SECONDS: Final = 10.0
 
 
 def _name(purpose: str) -> str:
@@ -49,6 +56,33 @@ def _created_key(
         yield created
     finally:
         adapter.revoke_key(session, created.id)
+
+
+def _served_once_settled(api: ApiClient, key: CreatedKey) -> httpx.Response:
+    """GET the tier with *key* until it is not refused for authentication, or until
+    KEY_SETTLE_SECONDS have passed since the first try; the last response."""
+    deadline = time.monotonic() + KEY_SETTLE_SECONDS
+    pause = 0.25
+    while True:
+        response = api.request("GET", TIER, role="none", headers=_bearer(key))
+        remaining = deadline - time.monotonic()
+        if response.status_code not in AUTH_REFUSALS or remaining <= 0:
+            return response
+        time.sleep(min(pause, remaining))  # polling a state change, bounded by the deadline
+        pause = min(pause * 2, 2.0)
+
+
+def _lists(value: Any) -> Iterator[list[Any]]:
+    """Every list inside a console payload, at any depth (its field names are not shown)."""
+    if isinstance(value, list):
+        yield value
+        items: list[Any] = value
+    elif isinstance(value, dict):
+        items = list(value.values())
+    else:
+        return
+    for item in items:
+        yield from _lists(item)
 
 
 def _last_status(api: ApiClient) -> int | None:
@@ -110,14 +144,27 @@ def test_created_key_starts_with_key_prefix(adapter: Adapter, profile: Profile) 
 
 
 @pytest.mark.requirement("KEY-ONCE-01", "KEY-CREATE-01")
-def test_created_key_is_returned_in_full_and_authenticates_at_once(
+def test_created_key_is_returned_in_full_and_authenticates(
     api: ApiClient, adapter: Adapter
 ) -> None:
-    """The secret returned at creation is the whole key: the next /v1 request with it is
-    served."""
+    """The secret returned at creation is the whole key: /v1 requests with it are served
+    (within KEY_SETTLE_SECONDS of its creation)."""
     with _created_key(adapter, _name("create"), ["images:generate"]) as created:
+        response = _served_once_settled(api, created)
+        assert_not_refused_for_auth(
+            response,
+            "KEY-ONCE-01/KEY-CREATE-01",
+            f"the key just created, tried for {KEY_SETTLE_SECONDS:g} s",
+        )
+
+
+@pytest.mark.requirement("KEY-CREATE-02")
+def test_created_key_authenticates_its_first_request(api: ApiClient, adapter: Adapter) -> None:
+    """The first /v1 request with a key just created is served (an interpretation: the
+    spec gives creation no time to take effect)."""
+    with _created_key(adapter, _name("create-at-once"), ["images:generate"]) as created:
         response = api.request("GET", TIER, role="none", headers=_bearer(created))
-        assert_not_refused_for_auth(response, "KEY-ONCE-01/KEY-CREATE-01", "the key just created")
+        assert_not_refused_for_auth(response, "KEY-CREATE-02", "the key just created, at once")
 
 
 @pytest.mark.requirement("KEY-ONCE-02")
@@ -137,7 +184,8 @@ def test_key_detail_and_v1_responses_never_show_the_key(api: ApiClient, adapter:
 
 @pytest.mark.requirement("KEY-VIEW-01", "KEY-NAME-01")
 def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
-    """The key detail view shows the name chosen at creation and the key's scopes."""
+    """The key detail view shows the name chosen at creation and the key's scopes (under
+    any field name: the view's payload is not shown)."""
     scopes = ["images:generate", "videos:generate"]
     name = _name("view")
     with _created_key(adapter, name, scopes) as created:
@@ -146,35 +194,46 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
             f"KEY-NAME-01: expected the detail view to show the name {name!r}, "
             f"saw {detail.get('name')!r}"
         )
-        assert sorted(detail.get("scopes") or []) == sorted(scopes), (
-            f"KEY-VIEW-01: expected the detail view to show the scopes {sorted(scopes)}, "
-            f"saw {detail.get('scopes')!r}"
+        shown = [found for found in _lists(detail) if sorted(map(str, found)) == sorted(scopes)]
+        assert shown, (
+            f"KEY-VIEW-01: expected the detail view to show the scopes {sorted(scopes)} as a "
+            f"list; its fields: {sorted(detail)}"
         )
 
 
 # -- scopes ------------------------------------------------------------------------------
 
 
+def _scope_ids(scope: str) -> tuple[str, str]:
+    """(the requirement that a key can be created with *scope*, the one that it then
+    carries exactly that scope). The dashboard offers the first three scopes (SCOPE-NAMES-02);
+    how a key gets the other two is not shown (SCOPE-NAMES-01, an interpretation, which
+    then also owns what its key carries)."""
+    if scope in DASHBOARD_SCOPES:
+        return "SCOPE-NAMES-02", "KEY-SCOPE-01"
+    return "SCOPE-NAMES-01", "SCOPE-NAMES-01"
+
+
 def _scope_cases() -> list[object]:
-    cases: list[object] = []
-    for scope in SCOPES:
-        ids = ["SCOPE-NAMES-01", "KEY-SCOPE-01"]
-        if scope in DASHBOARD_SCOPES:
-            ids.append("SCOPE-NAMES-02")
-        cases.append(pytest.param(scope, id=scope, marks=pytest.mark.requirement(*ids)))
-    return cases
+    return [
+        pytest.param(
+            scope, id=scope, marks=pytest.mark.requirement(*dict.fromkeys(_scope_ids(scope)))
+        )
+        for scope in SCOPES
+    ]
 
 
 @pytest.mark.parametrize("scope", _scope_cases())
 def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> None:
     """A key can be created with this one scope, and its detail view shows exactly it."""
+    created_id, carried_id = _scope_ids(scope)
     try:
         with _created_key(adapter, _name(f"scope-{scope.replace(':', '-')}"), [scope]) as created:
             detail = adapter.key_detail("primary", created.id)
     except AdapterError as error:
-        pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
+        pytest.fail(f"{created_id}: expected a key with the scope {scope!r}; {error}")
     assert detail.get("scopes") == [scope], (
-        f"KEY-SCOPE-01: expected the key to carry exactly [{scope!r}], saw {detail.get('scopes')!r}"
+        f"{carried_id}: expected the key to carry exactly [{scope!r}], saw {detail.get('scopes')!r}"
     )
 
 
@@ -264,7 +323,7 @@ def test_revoked_key_frees_a_place_under_the_limit(api: ApiClient, adapter: Adap
     """In a full account, revoking one key lets one more be created."""
     with _filled_account(api, adapter) as (made, refused):
         if not refused or not made:
-            pytest.skip("the account could not be filled (KEY-LIMIT-01 reports why)")
+            pytest.skip("the account could not be filled (the active-key limit check says why)")
         freed = made.pop()
         adapter.revoke_key("second", freed.id)
         try:
