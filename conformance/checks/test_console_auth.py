@@ -242,7 +242,9 @@ def test_console_operation_with_invalid_session_token_is_refused(
 def test_console_operation_with_session_is_served(
     api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
 ) -> None:
-    """A console operation with the primary account's session is served."""
+    """A console operation with the primary account's session is served: not refused for
+    its credentials, and answered 2xx where the suite sends no body of its own guessing
+    (the payloads of the console endpoints are not shown)."""
     path = _path(request, op)
     response = api.request(
         op.method,
@@ -253,7 +255,7 @@ def test_console_operation_with_session_is_served(
     )
     try:
         assert_not_refused_for_auth(response, "CONSOLE-SESSION-03", "the primary session")
-        assert 200 <= response.status_code < 300, (
+        assert op.has_body or 200 <= response.status_code < 300, (
             f"CONSOLE-SESSION-03: {op.method} {op.path} with the primary session: expected "
             f"2xx, saw {describe(response)}"
         )
