@@ -50,11 +50,13 @@ __all__ = [
     "delete_webhook",
     "delivery_deadline",
     "event_lab",
+    "event_of",
     "other_key",
     "register_webhook",
     "schema_errors",
     "signing_secret",
     "target_body",
+    "wait_for_event",
     "wait_until_settled",
 ]
 
@@ -462,3 +464,44 @@ def wait_until_settled(
             return str(status), endpoint.deliveries
         poll = min(poll * 2, 2.0)
     return None, endpoint.deliveries
+
+
+#: How many arrivals at one endpoint are looked through for an expected event: the spec
+#: says which events are sent, not in which order beside any others.
+EVENT_SEARCH_ARRIVALS: Final = 3
+
+
+def event_of(delivery: Delivery) -> Any:
+    """The event a delivery reports: its body's ``event`` (the header is judged apart by
+    the header checks), or the event header when the body is not JSON."""
+    try:
+        body = delivery.json()
+    except ValueError:
+        return delivery.headers.get("X-Service-Event")
+    return body.get("event") if isinstance(body, dict) else None
+
+
+def wait_for_event(endpoint: Endpoint, event: str, timeout: float) -> list[Delivery]:
+    """Wait (at most *timeout* s) until a delivery of *event* is among the first
+    :data:`EVENT_SEARCH_ARRIVALS` arrivals at *endpoint*; returns all arrived so far.
+
+    Raises :class:`DeliveryTimeout` naming the events that did arrive, when none of them
+    is *event* by the deadline (or within the arrivals looked through).
+    """
+    deadline = time.monotonic() + timeout
+    arrived: list[Delivery] = []
+    for count in range(1, EVENT_SEARCH_ARRIVALS + 1):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            arrived = endpoint.wait_for(count, timeout=remaining)
+        except DeliveryTimeout:
+            break
+        if any(event_of(delivery) == event for delivery in arrived):
+            return arrived
+    seen = [event_of(delivery) for delivery in arrived]
+    raise DeliveryTimeout(
+        f"endpoint {endpoint.name!r}: expected {event} within {timeout:g} s; "
+        f"events that arrived: {seen or 'none'}"
+    )

@@ -12,7 +12,6 @@ arrived within a short quiet window after that.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -28,7 +27,9 @@ from conformance.events import (
     TargetKind,
     delivery_deadline,
     event_lab,
+    event_of,
     target_body,
+    wait_for_event,
     wait_until_settled,
 )
 from conformance.operations import SUBMIT_PROMPT
@@ -49,19 +50,6 @@ def _cancel_prompt(profile: Profile) -> str:
     return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
 
 
-def _events_in(deliveries: list[Any]) -> list[Any]:
-    seen = []
-    for delivery in deliveries:
-        try:
-            body = delivery.json()
-        except ValueError:
-            body = None
-        seen.append(
-            body.get("event") if isinstance(body, dict) else delivery.headers.get("X-Service-Event")
-        )
-    return seen
-
-
 def _assert_nothing_sent(
     api: ApiClient, endpoint: Endpoint, generation_id: str, unwanted: str, requirement_id: str
 ) -> None:
@@ -73,7 +61,7 @@ def _assert_nothing_sent(
             arrived = endpoint.wait_for(1, timeout=QUIET_AFTER_SETTLED_SECONDS)
         except DeliveryTimeout:
             arrived = []
-    events = _events_in(arrived)
+    events = [event_of(delivery) for delivery in arrived]
     assert unwanted not in events, (
         f"{requirement_id}: expected no {unwanted} (status read: {status!r}), but the target "
         f"received {events}"
@@ -121,11 +109,9 @@ def test_cancelled_sent_when_subscribed(
     response = api.request("POST", "/v1/images/generate", json=body)
     assert_status(response, 202, "EVT-CANCEL-02 (setup)")
     try:
-        arrived = endpoint.wait_for(1, timeout=delivery_deadline(profile))
+        wait_for_event(endpoint, CANCELLED, delivery_deadline(profile))
     except DeliveryTimeout as error:
-        pytest.fail(f"EVT-CANCEL-02: expected {CANCELLED}; {error}")
-    events = _events_in(arrived)
-    assert events[0] == CANCELLED, f"EVT-CANCEL-02: expected {CANCELLED}, saw {events}"
+        pytest.fail(f"EVT-CANCEL-02: {error}")
 
 
 @pytest.mark.sandbox
