@@ -32,7 +32,7 @@ class Fault:
 _REGISTRY: tuple[Fault, ...] = (
     # --- service core (engineer CORE) ---
     Fault("api-key-opens-console", "CONSOLE-KEY-05", "an API key opens /api console paths"),
-    Fault("concurrency-not-enforced", "RATE-CONC-01", "the per-tier concurrency limit is ignored"),
+    Fault("concurrency-not-enforced", "RATE-CONC-02", "the per-tier concurrency limit is ignored"),
     Fault("console-tier-differs", "CONSOLE-TIER-01", "GET /api/tier reports another tier"),
     Fault("credit-cap-not-enforced", "CREDIT-CAP-01", "the daily credit cap is ignored"),
     Fault("credits-not-spent", "CREDIT-SPEND-01", "generations spend no credits"),
