@@ -40,7 +40,8 @@ import conformance
 import genapi_spec
 from conformance import findings
 from conformance.catalog import Catalog, Requirement, load_catalog
-from conformance.client import EXCHANGES_KEY, Exchange
+from conformance.client import EXCHANGES_KEY
+from conformance.evidence import Exchange
 from conformance.profile import CapabilityMissing, Profile, ProfileError, load_profile
 from conformance.reports import RunInfo, new_report_dir, redact_tree, write_reports
 from conformance.secrets import Redactor

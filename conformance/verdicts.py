@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from conformance.catalog import Level, Party, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.findings import Finding, Measurement
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "aggregate",
     "check_judgement",
     "check_verdict",
-    "exchange_from_dict",
     "judge",
     "trim_exchanges",
 ]
@@ -81,22 +80,6 @@ SEVERITY: tuple[Verdict, ...] = (
     Verdict.SKIP,
     Verdict.UNTESTED,
 )
-
-
-def exchange_from_dict(data: Mapping[str, Any]) -> Exchange:
-    """The inverse of :meth:`Exchange.to_dict` (exchanges travel from xdist workers as data)."""
-    return Exchange(
-        method=str(data["method"]),
-        url=str(data["url"]),
-        request_headers=tuple((str(k), str(v)) for k, v in data["request_headers"]),
-        request_body=str(data["request_body"]),
-        status=None if data["status"] is None else int(data["status"]),
-        response_headers=tuple((str(k), str(v)) for k, v in data["response_headers"]),
-        response_body=str(data["response_body"]),
-        elapsed_ms=float(data["elapsed_ms"]),
-        error=None if data.get("error") is None else str(data["error"]),
-        started_at=float(data.get("started_at", 0.0)),
-    )
 
 
 @dataclass(frozen=True)
@@ -148,7 +131,7 @@ class CheckResult:
             duration=float(data["duration"]),
             message=str(data["message"]),
             longrepr=str(data["longrepr"]),
-            exchanges=tuple(exchange_from_dict(e) for e in data["exchanges"]),
+            exchanges=tuple(Exchange.from_dict(e) for e in data["exchanges"]),
             exchanges_omitted=int(data.get("exchanges_omitted", 0)),
             broken=tuple(str(i) for i in data.get("broken", ())),
             warnings=tuple(Finding.from_dict(f) for f in data.get("warnings", ())),

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from html import escape
 from typing import TYPE_CHECKING
 
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.verdicts import (
     SEVERITY,
     CheckResult,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from conformance.catalog import Level, Need, Party, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.findings import Finding, Measurement
 from conformance.verdicts import (
     MAX_EXCHANGES,
@@ -214,7 +214,6 @@ def test_verdicts_public_surface() -> None:
         "aggregate",
         "check_judgement",
         "check_verdict",
-        "exchange_from_dict",
         "judge",
         "trim_exchanges",
     ]
