@@ -78,10 +78,12 @@ def submit_with_target(
     prompt: str = SUBMIT_PROMPT,
     path: str = SUBMIT_PATH,
     webhook_id: str | None = None,
+    events: tuple[str, ...] | None = None,
 ) -> str:
-    """Submit a generation delivering to *url* (or the registered *webhook_id*); its id.
-    A refusal is a set-up error."""
-    body: dict[str, Any] = {"prompt": prompt, **target_body(kind, url, webhook_id=webhook_id)}
+    """Submit a generation delivering to *url* (or the registered *webhook_id*, with the
+    binding's *events*); its id. A refusal is a set-up error."""
+    target = target_body(kind, url, webhook_id=webhook_id, events=events)
+    body: dict[str, Any] = {"prompt": prompt, **target}
     response = client.request("POST", path, role=role, json=body)
     try:
         generation_id = response.json()["id"]

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.asserts import assert_status
 from conformance.client import ApiClient
+from conformance.deliveries import submit_with_target
 from conformance.events import (
     CANCELLED,
     COMPLETED,
@@ -90,10 +90,8 @@ def test_cancelled_not_sent_without_subscription(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
 ) -> None:
     """Without an explicit subscription a cancelled generation sends no generation.cancelled."""
-    body = {"prompt": _cancel_prompt(profile), **target_body(kind, endpoint.url)}
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-CANCEL-01 (setup)")
-    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), CANCELLED, "EVT-CANCEL-01")
+    generation_id = submit_with_target(api, endpoint.url, kind=kind, prompt=_cancel_prompt(profile))
+    _assert_nothing_sent(api, endpoint, generation_id, CANCELLED, "EVT-CANCEL-01")
 
 
 @pytest.mark.sandbox
@@ -102,12 +100,7 @@ def test_cancelled_sent_when_subscribed(
     api: ApiClient, endpoint: Endpoint, profile: Profile
 ) -> None:
     """A binding whose events list generation.cancelled receives it on cancellation."""
-    body = {
-        "prompt": _cancel_prompt(profile),
-        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
-    }
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-CANCEL-02 (setup)")
+    submit_with_target(api, endpoint.url, prompt=_cancel_prompt(profile), events=(CANCELLED,))
     try:
         wait_for_event(endpoint, CANCELLED, delivery_deadline(profile))
     except DeliveryTimeout as error:
@@ -146,13 +139,8 @@ def test_events_list_without_completed_gets_no_completed(
 ) -> None:
     """A binding with events [generation.cancelled] receives no generation.completed (an
     interpretation: the listed events replace the defaults)."""
-    body = {
-        "prompt": SUBMIT_PROMPT,
-        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
-    }
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-SUB-01 (setup)")
-    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), COMPLETED, "EVT-SUB-01")
+    generation_id = submit_with_target(api, endpoint.url, events=(CANCELLED,))
+    _assert_nothing_sent(api, endpoint, generation_id, COMPLETED, "EVT-SUB-01")
 
 
 @pytest.mark.requirement("EVT-SUB-02")

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.asserts import assert_not_refused_for_auth, assert_status
+from conformance.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
 from conformance.client import ApiClient
+from conformance.findings import fail
 from conformance.fixtures.profile import run_profile
 from conformance.operations import Operation, OperationPaths, operation_paths, operations
 from conformance.profile import KeyProfile, Profile
@@ -39,6 +40,10 @@ _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _NEVER = frozenset({"low-limit"})
 #: Roles whose tier may refuse a model category (a 403 that is not about scopes).
 _NOT_INSIDE = frozenset({"restricted-models"})
+#: Operations whose request body the spec shows only in part ("The rest of the request
+#: body: not shown", §4): the suite's body is a guess, and which the service judges first,
+#: the body or the scope, is not stated.
+_BODY_NOT_SHOWN = frozenset({("POST", "/v1/images/edit")})
 
 
 def _scoped_operations() -> list[Operation]:
@@ -151,10 +156,22 @@ def test_scoped_endpoint_with_key_lacking_scope_returns_403(
     api: ApiClient, op: Operation, role: str
 ) -> None:
     """A key without the endpoint's scope gets 403 (a valid body, so only the scope is
-    wrong)."""
+    wrong; where the spec does not show the whole body, a refusal of the suite's body
+    leaves the scope unjudged)."""
     response = api.request(op.method, op.path, role=role, json=op.minimal_body())
-    ids = _IDS[op.scope or ""][0]
-    assert_status(response, 403, "/".join(ids) + f" (key {role!r} lacks {op.scope})")
+    status = response.status_code
+    body_refused = 400 <= status < 500 and status not in AUTH_REFUSALS
+    if body_refused and (op.method, op.path) in _BODY_NOT_SHOWN:
+        pytest.skip(
+            f"{op.method} {op.path} refused the suite's body ({describe(response)}) before "
+            "its scope showed: the rest of its body is not shown (spec §4)"
+        )
+    if status != 403:
+        # Every id the case cites states the 403 for this endpoint.
+        fail(
+            f"{op.method} {op.path} with key {role!r}, which lacks {op.scope}: expected "
+            f"403, saw {describe(response)}"
+        )
 
 
 # Requirement ids come with each case (per endpoint); see _IDS.
@@ -163,8 +180,7 @@ def test_scoped_endpoint_with_key_holding_scope_is_served(
 ) -> None:
     """A key holding the endpoint's scope (and lacking others) is not refused."""
     response = api.request(op.method, op.path, role=role, json=op.minimal_body())
-    ids = _IDS[op.scope or ""][1]
-    assert_not_refused_for_auth(response, "/".join(ids), f"key {role!r} holding {op.scope}")
+    assert_not_refused_for_auth(response, None, f"key {role!r} holding {op.scope}")
 
 
 @pytest.mark.requirement("SCOPE-FREE-01")
