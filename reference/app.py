@@ -34,7 +34,7 @@ from reference.logs import log_event
 from reference.ratelimit import utc_day
 from reference.store import Store
 from reference.tiers import Tiers, load_tiers
-from reference.webhooks import SCHEMA_SQL, WebhookService
+from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
 
 __all__ = ["Service", "build_service", "create_app"]
 
@@ -236,7 +236,7 @@ def create_app(service: Service) -> Starlette:
                 await service.webhooks.stop()
 
     app = Starlette(
-        routes=[*core_routes(service), *console_routes(), *service.webhooks.routes()],
+        routes=[*core_routes(service), *console_routes(), *webhook_routes(service.webhooks)],
         exception_handlers={
             ApiError: render_api_error,
             HTTPException: _http_error,

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import httpx
 
 from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
+from reference.config import Config
+from reference.faults import Faults
 from reference.logs import log_event
 from reference.store import Store
 
@@ -33,7 +35,7 @@ from .envelopes import timestamp_now
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
-__all__ = ["DeliveryPolicy", "Dispatcher"]
+__all__ = ["DeliveryPolicy", "Dispatcher", "delivery_policy"]
 
 log = logging.getLogger("reference.webhooks")
 
@@ -65,6 +67,36 @@ class DeliveryPolicy:
         if not self.backoff_s:
             return 0.0
         return self.backoff_s[min(attempt - 1, len(self.backoff_s) - 1)]
+
+
+def delivery_policy(config: Config, faults: Faults) -> DeliveryPolicy:
+    """The configured attempts, backoff and timeout, as the active faults change them."""
+    max_attempts = config.max_attempts
+    backoff = tuple(config.retry_backoff_s)
+    if faults.on("no-retry"):
+        max_attempts = 1
+    if faults.on("fourth-attempt"):
+        max_attempts += 1
+    if faults.on("backoff-too-short"):
+        backoff = tuple(0.1 for _ in backoff)
+    if faults.on("two-attempts"):
+        max_attempts = 2
+    if faults.on("second-backoff-1s"):
+        backoff = tuple(backoff[0] for _ in backoff)
+    timeout_s = config.delivery_timeout_s
+    if faults.on("timeout-too-long"):
+        timeout_s *= 2
+    if faults.on("timeout-too-short"):
+        timeout_s /= 2
+    return DeliveryPolicy(
+        timeout_s=timeout_s,
+        backoff_s=backoff,
+        max_attempts=max_attempts,
+        exhausted_outcome="failed" if faults.on("exhausted-recorded-failed") else "exhausted",
+        delivered_outcome="failed" if faults.on("success-recorded-failed") else "delivered",
+        retry_first_success=faults.on("retry-after-success"),
+        retry_timeouts=not faults.on("timeout-not-retried"),
+    )
 
 
 SecretLookup = Callable[[DeliveryRow], str]
@@ -127,7 +159,7 @@ class Dispatcher:
         self._running.clear()
 
     def wake(self) -> None:
-        """Look for due deliveries now (thread-safe; CORE calls it after a commit)."""
+        """Look for due deliveries now (thread-safe; called after a commit)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return

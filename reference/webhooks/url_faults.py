@@ -26,7 +26,10 @@ from reference.faults import Faults
 from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, ValidatedTarget
 from reference.netguard.urls import parse_ipv4_host
 
+from .attempts import Attempts
 from .envelopes import timestamp_now
+from .records import DeliveryRow
+from .sender import AttemptResult
 
 __all__ = [
     "NAMES",
@@ -292,27 +295,23 @@ async def validate(
     return target
 
 
-async def on_refused_redeliver(service: Any, row: Any, reason: str) -> None:
-    """What the redeliver faults do before the 400 of a target that now fails (spec §3).
-
-    ``service`` is the WebhookService, ``row`` the DeliveryRow (typed loosely: this
-    module is imported by the service).
-    """
-    on = service.faults.enabled
+async def on_refused_redeliver(
+    faults: Faults, policy: CallbackPolicy, attempts: Attempts, row: DeliveryRow, reason: str
+) -> None:
+    """What the redeliver faults do before the 400 of a target that now fails (spec §3)."""
+    on = faults.enabled
     address: str | None = None
     if "redeliver-sends-before-checking" in on:
-        address = (await _unchecked(service.policy, row.target_url, "target")).address
+        address = (await _unchecked(policy, row.target_url, "target")).address
     elif "redeliver-refusal-sends-to-pinned" in on:
         address = row.address
     if address is not None:
         generation_id = row.generation_id or "unknown"
-        await service._manual_attempt(
+        await attempts.manual(
             row, address=address, generation_id=generation_id, trigger="redeliver"
         )
     elif "redeliver-refusal-recorded" in on:
-        from .sender import AttemptResult  # the service imports this module first
-
         refused = AttemptResult(
             n=row.attempt_count + 1, at=timestamp_now(), status=0, ms=0, error=f"refused: {reason}"
         )
-        await run_db(service._record_manual, row.id, refused, "redeliver", "failed")
+        await run_db(attempts.record_manual, row.id, refused, "redeliver", "failed")
