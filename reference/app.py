@@ -35,6 +35,7 @@ from reference.ratelimit import utc_day
 from reference.store import Store
 from reference.tiers import Tiers, load_tiers
 from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
+from reference.worker import GenerationWorker
 
 __all__ = ["Service", "build_service", "create_app"]
 
@@ -50,6 +51,7 @@ class Service:
     authenticator: Authenticator
     webhooks: WebhookService
     generations: GenerationService
+    worker: GenerationWorker
 
 
 def build_service(config: Config, store: Store | None = None) -> Service:
@@ -59,8 +61,9 @@ def build_service(config: Config, store: Store | None = None) -> Service:
     tiers = load_tiers()
     authenticator = Authenticator(store, config, faults, tiers)
     webhooks = WebhookService(store, config, faults)
-    generations = GenerationService(store, config, faults, authenticator, webhooks)
-    return Service(config, faults, store, tiers, authenticator, webhooks, generations)
+    worker = GenerationWorker(store, config, faults, webhooks)
+    generations = GenerationService(store, config, faults, authenticator, webhooks, worker)
+    return Service(config, faults, store, tiers, authenticator, webhooks, generations, worker)
 
 
 class RequestLog:
@@ -198,7 +201,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
 
     async def output(request: Request) -> Response:
         name = request.path_params["name"]
-        found = service.generations.output(name)
+        found = service.worker.output(name)
         if found is None:
             raise ApiError(404, f"no output named {name!r}")
         data, content_type = found
@@ -223,7 +226,7 @@ def create_app(service: Service) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await service.generations.start()
+        await service.worker.start()
         await service.webhooks.start()
         try:
             yield
@@ -231,7 +234,7 @@ def create_app(service: Service) -> Starlette:
             # Graceful stop: queued work and pending deliveries stay in the store and
             # resume at the next start.
             try:
-                await service.generations.stop()
+                await service.worker.stop()
             finally:
                 await service.webhooks.stop()
 
