@@ -28,7 +28,7 @@ from reference.auth import Authenticator
 from reference.config import Config
 from reference.console import console_routes
 from reference.errors import ApiError, error_response, render_api_error
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.generations import OPERATIONS, GenerationService, Operation
 from reference.logs import log_event
 from reference.ratelimit import utc_day
@@ -38,6 +38,46 @@ from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
 from reference.worker import GenerationWorker
 
 __all__ = ["Service", "build_service", "create_app"]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+TIER_READ_REFUSED = Fault(
+    "tier-read-refused", "TIER-READ-01", "GET /v1/account/tier answers 404 to a valid key"
+)
+TIER_ENDPOINT_WRONG_TYPE = Fault(
+    "tier-endpoint-wrong-type",
+    "TIER-FIELD-02",
+    "the tier record gives requests_per_minute as a string",
+)
+TIER_REQUESTS_PER_DAY_WRONG_TYPE = Fault(
+    "tier-requests-per-day-wrong-type",
+    "TIER-FIELD-03",
+    "the tier record gives requests_per_day as a string",
+)
+TIER_CONCURRENT_LIMIT_WRONG_TYPE = Fault(
+    "tier-concurrent-limit-wrong-type",
+    "TIER-FIELD-04",
+    "the tier record gives concurrent_limit as a string",
+)
+TIER_MAX_CREDITS_WRONG_TYPE = Fault(
+    "tier-max-credits-wrong-type",
+    "TIER-FIELD-05",
+    "the tier record gives max_credits_per_day as a string",
+)
+TIER_PLAN_CODE_WRONG_TYPE = Fault(
+    "tier-plan-code-wrong-type",
+    "TIER-FIELD-01",
+    "the tier record gives plan_code as an object instead of a string",
+)
+TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE = Fault(
+    "tier-allowed-model-types-wrong-type",
+    "TIER-FIELD-06",
+    "the tier record gives allowed_model_types as one comma-separated string",
+)
+TIER_PATH_UNVERSIONED = Fault(
+    "tier-path-unversioned",
+    "VER-PATH-01",
+    "the tier endpoint is served at /account/tier, without the /v1 prefix",
+)
 
 
 @dataclass
@@ -162,19 +202,19 @@ def core_routes(service: Service) -> list[BaseRoute]:
         key = auth.require_key(request, None)
         record = auth.tier_of(key).record()
         faults = service.faults
-        if faults.on("tier-read-refused"):
+        if faults.on(TIER_READ_REFUSED):
             raise ApiError(404, "no tier record for this key")
-        if faults.on("tier-endpoint-wrong-type"):
+        if faults.on(TIER_ENDPOINT_WRONG_TYPE):
             record["requests_per_minute"] = str(record["requests_per_minute"])
-        if faults.on("tier-requests-per-day-wrong-type"):
+        if faults.on(TIER_REQUESTS_PER_DAY_WRONG_TYPE):
             record["requests_per_day"] = str(record["requests_per_day"])
-        if faults.on("tier-concurrent-limit-wrong-type"):
+        if faults.on(TIER_CONCURRENT_LIMIT_WRONG_TYPE):
             record["concurrent_limit"] = str(record["concurrent_limit"])
-        if faults.on("tier-max-credits-wrong-type"):
+        if faults.on(TIER_MAX_CREDITS_WRONG_TYPE):
             record["max_credits_per_day"] = str(record["max_credits_per_day"])
-        if faults.on("tier-plan-code-wrong-type"):
+        if faults.on(TIER_PLAN_CODE_WRONG_TYPE):
             record["plan_code"] = {"name": record["plan_code"]}
-        if faults.on("tier-allowed-model-types-wrong-type"):
+        if faults.on(TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE):
             record["allowed_model_types"] = ",".join(record["allowed_model_types"])
         return JSONResponse(record)
 
@@ -212,7 +252,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
         *(_submit_endpoint(service, op) for op in OPERATIONS),
         Route("/v1/generations/{generation_id}", service.generations.get, methods=["GET"]),
         Route(
-            "/account/tier" if service.faults.on("tier-path-unversioned") else "/v1/account/tier",
+            "/account/tier" if service.faults.on(TIER_PATH_UNVERSIONED) else "/v1/account/tier",
             account_tier,
             methods=["GET"],
         ),

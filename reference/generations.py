@@ -26,7 +26,7 @@ from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
 from reference.config import Config
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
 from reference.store import Store
 from reference.worker import FinishHooks, GenerationWorker
@@ -37,6 +37,90 @@ __all__ = [
     "GenerationService",
     "Operation",
 ]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+CREDIT_CAP_NOT_ENFORCED = Fault(
+    "credit-cap-not-enforced", "CREDIT-CAP-01", "the daily credit cap is ignored"
+)
+CREDIT_CAP_WITHOUT_RETRY_AFTER = Fault(
+    "credit-cap-without-retry-after",
+    "CREDIT-CAP-02",
+    "a 429 for the daily credit cap lacks Retry-After",
+)
+CREDIT_CAP_429_BARE = Fault(
+    "credit-cap-429-bare",
+    "CREDIT-429-01",
+    "a 429 for the daily credit cap lacks the X-RateLimit-* headers",
+)
+CREDIT_CAP_REFUSAL_CHARGED = Fault(
+    "credit-cap-refusal-charged",
+    "CREDIT-CAP-06",
+    "a submit refused for the daily credit cap still spends its credits",
+)
+CONCURRENCY_NOT_ENFORCED = Fault(
+    "concurrency-not-enforced", "RATE-CONC-01", "the per-tier concurrency limit is ignored"
+)
+BLANK_PROMPT_SERVER_ERROR = Fault(
+    "blank-prompt-server-error",
+    "ERR-5XX-01",
+    "a submit whose prompt is the empty string answers 500 instead of 400",
+)
+IMAGE_PROMPT_OPTIONAL = Fault(
+    "image-prompt-optional",
+    "GEN-IMAGE-01",
+    "an image submit without prompt is accepted (with a default prompt)",
+)
+IMAGE_PROMPT_ANY_TYPE = Fault(
+    "image-prompt-any-type",
+    "GEN-IMAGE-02",
+    "an image submit whose prompt is not a string is accepted (its JSON text is the prompt)",
+)
+VIDEO_PROMPT_OPTIONAL = Fault(
+    "video-prompt-optional",
+    "GEN-VIDEO-01",
+    "a video submit without prompt is accepted (with a default prompt)",
+)
+VIDEO_DURATION_ANY_TYPE = Fault(
+    "video-duration-any-type",
+    "GEN-VIDEO-04",
+    "a video submit whose duration is not a number is accepted (the duration ignored)",
+)
+MODEL_CATEGORY_NOT_ENFORCED = Fault(
+    "model-category-not-enforced",
+    "TIER-MODEL-01",
+    "submits for a model category outside the tier are accepted",
+)
+CREDITS_NOT_SPENT = Fault("credits-not-spent", "CREDIT-SPEND-01", "generations spend no credits")
+CREDITS_SPENT_BEFORE_VALIDATION = Fault(
+    "credits-spent-before-validation",
+    "TARGET-ID-03",
+    "credits are spent before the delivery target is checked, and kept on 404/400",
+)
+CREDITS_KEPT_ON_BAD_TARGET = Fault(
+    "credits-kept-on-bad-target",
+    "TARGET-URL-02",
+    "a submit refused for its callback target spends its credits all the same",
+)
+GENERATION_ID_MISSING = Fault(
+    "generation-id-missing", "GEN-ID-01", "the 202 response of a submit has no id"
+)
+STATUS_200_INSTEAD_OF_202 = Fault(
+    "status-200-instead-of-202", "GEN-IMAGE-07", "submits answer 200 instead of 202"
+)
+VIDEO_STATUS_200 = Fault(
+    "video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"
+)
+SIGNING_SECRET_ON_V1 = Fault(
+    "signing-secret-on-v1",
+    "SIG-KEY-05",
+    "GET /v1/generations/{id} shows the key's webhook signing secret",
+)
+GENERATION_READ_404 = Fault(
+    "generation-read-404",
+    "GEN-READ-01",
+    "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
+)
+
 
 #: Longest prompt accepted (spec §8: not shown; an interpretation).
 MAX_PROMPT_CHARS = 32_000
@@ -182,9 +266,7 @@ class GenerationService:
             (key.account_id, day),
         ).fetchone()
         spent = row["credits"] if row else 0
-        if spent + cost > tier.max_credits_per_day and not self.faults.on(
-            "credit-cap-not-enforced"
-        ):
+        if spent + cost > tier.max_credits_per_day and not self.faults.on(CREDIT_CAP_NOT_ENFORCED):
             refusal = rate_limited(
                 f"daily credit cap reached: {spent} of {tier.max_credits_per_day} credits "
                 f"spent today and this request costs {cost}; the cap resets at 00:00 UTC",
@@ -192,12 +274,12 @@ class GenerationService:
                 window=self.auth.limiter.window_state(key.key_id, tier),
                 faults=self.faults,
             )
-            if self.faults.on("credit-cap-without-retry-after"):
+            if self.faults.on(CREDIT_CAP_WITHOUT_RETRY_AFTER):
                 refusal.headers.pop("Retry-After", None)
-            if self.faults.on("credit-cap-429-bare"):
+            if self.faults.on(CREDIT_CAP_429_BARE):
                 for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"):
                     refusal.headers.pop(name, None)
-            if self.faults.on("credit-cap-refusal-charged"):
+            if self.faults.on(CREDIT_CAP_REFUSAL_CHARGED):
                 refusal.charge = cost  # type: ignore[attr-defined]  # spent by submit()
             raise refusal
         conn.execute(
@@ -212,7 +294,7 @@ class GenerationService:
             "SELECT COUNT(*) FROM generations WHERE account_id = ? AND status IN (?, ?)",
             (key.account_id, *_IN_FLIGHT),
         ).fetchone()
-        if in_flight >= tier.concurrent_limit and not self.faults.on("concurrency-not-enforced"):
+        if in_flight >= tier.concurrent_limit and not self.faults.on(CONCURRENCY_NOT_ENFORCED):
             raise rate_limited(
                 f"concurrency limit reached: {in_flight} generations of this account are in "
                 f"flight and the tier allows {tier.concurrent_limit}; retry once one finishes",
@@ -224,23 +306,23 @@ class GenerationService:
     def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
         """The submit body as a service with the body faults reads it (engineer FUZZ's
         faults: each skips one stated check of spec §4's body tables)."""
-        if self.faults.on("blank-prompt-server-error") and body.get("prompt") == "":
+        if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
             raise ApiError(500, "internal error")  # bad input reaching a 5xx
         prompt = body.get("prompt")
         if operation.name == "images.generate":
-            if "prompt" not in body and self.faults.on("image-prompt-optional"):
+            if "prompt" not in body and self.faults.on(IMAGE_PROMPT_OPTIONAL):
                 return {**body, "prompt": "untitled"}
             if prompt is not None and not isinstance(prompt, str):
-                if self.faults.on("image-prompt-any-type"):
+                if self.faults.on(IMAGE_PROMPT_ANY_TYPE):
                     return {**body, "prompt": json.dumps(prompt)}
         if operation.name == "videos.generate":
-            if "prompt" not in body and self.faults.on("video-prompt-optional"):
+            if "prompt" not in body and self.faults.on(VIDEO_PROMPT_OPTIONAL):
                 body = {**body, "prompt": "untitled"}
             duration = body.get("duration")
             if "duration" in body and (
                 isinstance(duration, bool) or not isinstance(duration, int | float)
             ):
-                if self.faults.on("video-duration-any-type"):
+                if self.faults.on(VIDEO_DURATION_ANY_TYPE):
                     body = {k: v for k, v in body.items() if k != "duration"}
         return body
 
@@ -248,7 +330,7 @@ class GenerationService:
         key = await self.auth_key(request, operation.scope)
         tier = self.auth.tier_of(key)
         if operation.type not in tier.allowed_model_types and not self.faults.on(
-            "model-category-not-enforced"
+            MODEL_CATEGORY_NOT_ENFORCED
         ):
             # Spec §2 names allowed_model_types; the status for a category the tier lacks
             # is not shown: 403 (an interpretation, like a missing scope).
@@ -259,10 +341,10 @@ class GenerationService:
             )
         body = await read_json_object(request)
         cost = self.auth.tiers.prices[operation.type]
-        if self.faults.on("credits-not-spent"):
+        if self.faults.on(CREDITS_NOT_SPENT):
             cost = 0
         day = utc_day()
-        early_spend = self.faults.on("credits-spent-before-validation")
+        early_spend = self.faults.on(CREDITS_SPENT_BEFORE_VALIDATION)
         if early_spend:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
@@ -274,7 +356,7 @@ class GenerationService:
                 await self.hooks.select_target(body, key) if operation.accepts_target else None
             )
         except ApiError as refused:
-            if refused.status == 400 and self.faults.on("credits-kept-on-bad-target"):
+            if refused.status == 400 and self.faults.on(CREDITS_KEPT_ON_BAD_TARGET):
                 with self.store.transaction() as conn:
                     self._spend(conn, key, cost, day)
             raise
@@ -297,7 +379,7 @@ class GenerationService:
                     self.hooks.record_binding(conn, generation_id, binding)
         except ApiError as refused:
             charge = getattr(refused, "charge", 0)
-            if charge:  # fault credit-cap-refusal-charged: the refused submit is billed
+            if charge:  # fault CREDIT_CAP_REFUSAL_CHARGED: the refused submit is billed
                 with self.store.transaction() as conn:
                     conn.execute(
                         "UPDATE credit_days SET credits = credits + ? "
@@ -315,10 +397,10 @@ class GenerationService:
             "created_at": created,
             "webhook": self.hooks.binding_view(generation_id) if binding is not None else None,
         }
-        if self.faults.on("generation-id-missing"):
+        if self.faults.on(GENERATION_ID_MISSING):
             del answer["id"]
-        status = 200 if self.faults.on("status-200-instead-of-202") else 202
-        if operation.type == "video" and self.faults.on("video-status-200"):
+        status = 200 if self.faults.on(STATUS_200_INSTEAD_OF_202) else 202
+        if operation.type == "video" and self.faults.on(VIDEO_STATUS_200):
             status = 200
         return JSONResponse(answer, status_code=status)
 
@@ -348,7 +430,7 @@ class GenerationService:
             "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
             else None,
         }  # fmt: skip
-        if self.faults.on("signing-secret-on-v1"):
+        if self.faults.on(SIGNING_SECRET_ON_V1):
             record["signing_secret"] = key.signing_secret
         return record
 
@@ -359,7 +441,7 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows or self.faults.on("generation-read-404"):
+        if not rows or self.faults.on(GENERATION_READ_404):
             # Another account's generation is indistinguishable from an unknown one.
             raise ApiError(404, f"no generation {generation_id!r} for this account")
         return JSONResponse(self.view(rows[0], key))

@@ -27,11 +27,22 @@ from reference import media
 from reference.accounts import now_iso
 from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
 from reference.config import Config
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.logs import log_event
 from reference.store import Store
 
 __all__ = ["CANCEL_MARK", "FAIL_MARK", "FinishHooks", "GenerationWorker"]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+FAILURE_OUTPUT_URL_SET = Fault(
+    "failure-output-url-set",
+    "EVT-DATA-06",
+    "a failed generation carries an output_url (and no error_message)",
+)
+FAILED_NOT_REFUNDED = Fault(
+    "failed-not-refunded", "CREDIT-REFUND-01", "a failed generation keeps its credits"
+)
+
 
 FAIL_MARK = "[sandbox:fail]"
 CANCEL_MARK = "[sandbox:cancel]"
@@ -165,10 +176,10 @@ class GenerationWorker:
         if CANCEL_MARK in prompt:
             return "cancelled", None, "cancelled: the prompt asked for it ([sandbox:cancel])"
         failing = FAIL_MARK in prompt
-        if failing and not self.faults.on("failure-output-url-set"):
+        if failing and not self.faults.on(FAILURE_OUTPUT_URL_SET):
             return "failed", None, "generation failed: the prompt asked for it ([sandbox:fail])"
         data = media.render(row["type"], row["id"], prompt, row["model"])
-        if failing:  # fault failure-output-url-set: a failure that looks like a success
+        if failing:  # fault FAILURE_OUTPUT_URL_SET: a failure that looks like a success
             return "failed", data, None
         return "completed", data, None
 
@@ -182,7 +193,7 @@ class GenerationWorker:
     ) -> bool:
         credits = row["credits_used"]
         refund = status in ("failed", "cancelled") and not (
-            status == "failed" and self.faults.on("failed-not-refunded")
+            status == "failed" and self.faults.on(FAILED_NOT_REFUNDED)
         )
         if refund and credits:
             conn.execute(

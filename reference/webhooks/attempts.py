@@ -23,7 +23,7 @@ from reference.aio import run_db
 from reference.auth import signing_secret_for
 from reference.config import Config
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.logs import log_event
 from reference.store import Store
 
@@ -32,6 +32,40 @@ from .records import DeliveryRow, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
 __all__ = ["Attempts", "manual_answer"]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+ONLY_200_SUCCESS = Fault(
+    "only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"
+)
+CLIENT_ERROR_SUCCESS = Fault(
+    "client-error-success",
+    "DLV-SUCCESS-02",
+    "a 4xx reply counts as success: the delivery is not retried",
+)
+REDIRECT_SUCCESS = Fault(
+    "redirect-success",
+    "DLV-REDIRECT-02",
+    "a 3xx reply counts as success (not followed, but not retried either)",
+)
+SIGNATURE_OVER_RESERIALIZED_BODY = Fault(
+    "signature-over-reserialized-body",
+    "SIG-STRING-01",
+    "the signature is computed over a re-serialized body, not the bytes sent",
+)
+SIGNATURE_WRONG_KEY = Fault(
+    "signature-wrong-key",
+    "SIG-KEY-01",
+    "deliveries are signed with a secret other than the webhook's or the key's",
+)
+FOLLOWS_REDIRECTS = Fault("follows-redirects", "DLV-REDIRECT-01", "deliveries follow 3xx redirects")
+DELIVERY_HEADER_MISMATCH = Fault(
+    "delivery-header-mismatch", "DLV-HDR-03", "X-Service-Delivery differs from the body id"
+)
+DELIVERED_WITHOUT_SENDING = Fault(
+    "delivered-without-sending",
+    "DLV-ONCE-01",
+    "deliveries are recorded as answered 200 but never sent",
+)
 
 
 class Attempts:
@@ -113,11 +147,11 @@ class Attempts:
 
     def _success_rule(self) -> Callable[[int], bool] | None:
         """Which statuses count as success under a success-rule fault; None: any 2xx."""
-        if self.faults.on("only-200-success"):
+        if self.faults.on(ONLY_200_SUCCESS):
             return lambda status: status == 200
-        if self.faults.on("client-error-success"):
+        if self.faults.on(CLIENT_ERROR_SUCCESS):
             return lambda status: 200 <= status < 300 or 400 <= status < 500
-        if self.faults.on("redirect-success"):
+        if self.faults.on(REDIRECT_SUCCESS):
             return lambda status: 200 <= status < 400
         return None
 
@@ -126,15 +160,15 @@ class Attempts:
         (the signature faults need the row's body, hence per delivery)."""
         signed_override: bytes | None = None
         secret_override: str | None = None
-        if self.faults.on("signature-over-reserialized-body"):
+        if self.faults.on(SIGNATURE_OVER_RESERIALIZED_BODY):
             # json.dumps' default separators differ from the compact bytes on the wire.
             signed_override = json.dumps(json.loads(row.body)).encode("utf-8")
-        if self.faults.on("signature-wrong-key"):
+        if self.faults.on(SIGNATURE_WRONG_KEY):
             # A stable secret that is neither the webhook's nor the key's.
             secret_override = signing_secret_for(self.config.master_secret, "wrong-key")
         return SendOptions(
-            follow_redirects=self.faults.on("follows-redirects"),
-            mismatched_delivery_header=self.faults.on("delivery-header-mismatch"),
+            follow_redirects=self.faults.on(FOLLOWS_REDIRECTS),
+            mismatched_delivery_header=self.faults.on(DELIVERY_HEADER_MISMATCH),
             signed_body_override=signed_override,
             signing_secret_override=secret_override,
             rewrite=self._rewrite if event_faults.active(self.faults) else None,
@@ -144,7 +178,7 @@ class Attempts:
                 if delivery_faults.active(self.faults)
                 else None
             ),
-            pretend_sent=self.faults.on("delivered-without-sending"),
+            pretend_sent=self.faults.on(DELIVERED_WITHOUT_SENDING),
         )
 
     def _rewrite(

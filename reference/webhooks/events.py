@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from genapi_spec import API_VERSION
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.logs import log_event
 
 from . import envelopes, event_faults
@@ -25,6 +25,27 @@ from .records import insert_delivery
 from .targets import Binding, Targets, binding_from_row
 
 __all__ = ["Events"]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+CANCELLED_SENT_UNSUBSCRIBED = Fault(
+    "cancelled-sent-unsubscribed",
+    "EVT-CANCEL-01",
+    "generation.cancelled is delivered to bindings that did not subscribe to it",
+)
+CREATED_AT_WITHOUT_OFFSET = Fault(
+    "created-at-without-offset", "EVT-ENV-03", "the envelope's created_at carries no UTC offset"
+)
+WEBHOOK_ID_NOT_NULL_INLINE = Fault(
+    "webhook-id-not-null-inline", "EVT-ENV-05", "inline (webhook.url) envelopes carry a webhook_id"
+)
+ENVELOPE_MISSING_API_VERSION = Fault(
+    "envelope-missing-api-version", "VER-ENV-01", "the envelope has no api_version"
+)
+CALLBACK_BODY_NOT_FLATTENED = Fault(
+    "callback-body-not-flattened",
+    "TARGET-FLAT-02",
+    "callback_url deliveries carry the strict envelope without top-level data fields",
+)
 
 
 class Events:
@@ -50,7 +71,7 @@ class Events:
             log_event("delivery-skipped", generation_id=generation["id"], reason="webhook deleted")
             return
         subscribed = event in binding.events or (
-            event == EVENT_CANCELLED and self.faults.on("cancelled-sent-unsubscribed")
+            event == EVENT_CANCELLED and self.faults.on(CANCELLED_SENT_UNSUBSCRIBED)
         )
         faulty = event_faults.active(self.faults)
         if not subscribed and not (
@@ -70,10 +91,10 @@ class Events:
         if faulty:
             event_id = event_faults.event_id(self.faults, event_id)
         created_at = envelopes.timestamp_now(
-            with_offset=not self.faults.on("created-at-without-offset")
+            with_offset=not self.faults.on(CREATED_AT_WITHOUT_OFFSET)
         )
         webhook_id = binding.webhook_id
-        if binding.mode == "inline" and self.faults.on("webhook-id-not-null-inline"):
+        if binding.mode == "inline" and self.faults.on(WEBHOOK_ID_NOT_NULL_INLINE):
             webhook_id = "wh_" + secrets.token_hex(12)
         envelope = envelopes.build_envelope(
             event_id=event_id,
@@ -81,12 +102,12 @@ class Events:
             data=envelopes.event_data(generation),
             webhook_id=webhook_id,
             created_at=created_at,
-            api_version=(None if self.faults.on("envelope-missing-api-version") else API_VERSION),
+            api_version=(None if self.faults.on(ENVELOPE_MISSING_API_VERSION) else API_VERSION),
         )
         if faulty:
             envelope = event_faults.envelope(self.faults, envelope, binding.mode)
         body = envelope
-        if binding.mode == "callback" and not self.faults.on("callback-body-not-flattened"):
+        if binding.mode == "callback" and not self.faults.on(CALLBACK_BODY_NOT_FLATTENED):
             body = envelopes.callback_body(envelope)
         if faulty:
             body = event_faults.body(
@@ -113,7 +134,7 @@ class Events:
 
 
 def _enqueue_loser(conn: sqlite3.Connection, loser: Binding, envelope: Mapping[str, Any]) -> None:
-    """The fault losing-target-notified: a losing target gets the event as well.
+    """The fault LOSING_TARGET_NOTIFIED: a losing target gets the event as well.
 
     Its own event id, and no generation_id on the row: the unique index allows one
     delivery per generation and event, which an honest service never exceeds.

@@ -15,7 +15,7 @@ import secrets
 from typing import Any
 
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.store import Store
 
 from . import envelopes
@@ -25,6 +25,41 @@ from .records import DeliveryRow, insert_delivery
 from .targets import Targets, events_from_row, events_json, parse_events, registered_webhook_row
 
 __all__ = ["RegisteredWebhooks"]
+
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+WEBHOOK_SECRET_UNPREFIXED = Fault(
+    "webhook-secret-unprefixed",
+    "HOOK-SECRET-01",
+    "registered webhooks get a secret without the whsec_ prefix",
+)
+WEBHOOK_CREATED_WITHOUT_SECRET = Fault(
+    "webhook-created-without-secret",
+    "CONSOLE-HOOK-01",
+    "POST /api/webhooks answers without the signing secret",
+)
+WEBHOOK_LIST_ALL_ACCOUNTS = Fault(
+    "webhook-list-all-accounts",
+    "CONSOLE-HOOK-07",
+    "GET /api/webhooks lists the webhooks of every account",
+)
+WEBHOOK_SECRET_LISTED = Fault(
+    "webhook-secret-listed", "HOOK-SECRET-02", "GET /api/webhooks shows each secret"
+)
+WEBHOOK_LIST_OMITS_NEWEST = Fault(
+    "webhook-list-omits-newest",
+    "CONSOLE-HOOK-02",
+    "GET /api/webhooks leaves out the newest webhook",
+)
+WEBHOOK_DELETE_IGNORED = Fault(
+    "webhook-delete-ignored",
+    "CONSOLE-HOOK-05",
+    "DELETE /api/webhooks/{id} answers 204 but keeps the webhook",
+)
+WEBHOOK_TEST_SENDS_NOTHING = Fault(
+    "webhook-test-sends-nothing",
+    "CONSOLE-HOOK-03",
+    "POST /api/webhooks/{id}/test answers success without sending",
+)
 
 
 class RegisteredWebhooks:
@@ -47,7 +82,7 @@ class RegisteredWebhooks:
         events = parse_events(body.get("events"), where="events") or DEFAULT_EVENTS
         webhook_id = f"wh_{secrets.token_hex(12)}"
         secret = f"whsec_{secrets.token_urlsafe(32)}"
-        if self.faults.on("webhook-secret-unprefixed"):
+        if self.faults.on(WEBHOOK_SECRET_UNPREFIXED):
             secret = secrets.token_urlsafe(32)
         created_at = envelopes.timestamp_now()
         with self.store.transaction() as conn:
@@ -63,7 +98,7 @@ class RegisteredWebhooks:
             "secret": secret,
             "created_at": created_at,
         }
-        if self.faults.on("webhook-created-without-secret"):
+        if self.faults.on(WEBHOOK_CREATED_WITHOUT_SECRET):
             del created["secret"]
         return created
 
@@ -72,7 +107,7 @@ class RegisteredWebhooks:
         rows = self.store.read(
             "SELECT id, url, events, secret, created_at FROM webhooks"
             " WHERE (account_id = ? OR ?) AND deleted_at IS NULL ORDER BY created_at, rowid",
-            (account_id, self.faults.on("webhook-list-all-accounts")),
+            (account_id, self.faults.on(WEBHOOK_LIST_ALL_ACCOUNTS)),
         )
         webhooks = [
             {
@@ -83,10 +118,10 @@ class RegisteredWebhooks:
             }
             for row in rows
         ]
-        if self.faults.on("webhook-secret-listed"):
+        if self.faults.on(WEBHOOK_SECRET_LISTED):
             for row, listed in zip(rows, webhooks, strict=True):
                 listed["secret"] = row["secret"]
-        if self.faults.on("webhook-list-omits-newest"):
+        if self.faults.on(WEBHOOK_LIST_OMITS_NEWEST):
             webhooks = webhooks[:-1]
         return {"webhooks": webhooks, "total": len(webhooks)}
 
@@ -96,7 +131,7 @@ class RegisteredWebhooks:
         with self.store.transaction() as conn:
             if registered_webhook_row(conn, webhook_id, account_id) is None:
                 raise ApiError(404, "no registered webhook with this id in this account")
-            if self.faults.on("webhook-delete-ignored"):
+            if self.faults.on(WEBHOOK_DELETE_IGNORED):
                 return
             conn.execute("UPDATE webhooks SET deleted_at = ? WHERE id = ?", (now, webhook_id))
             conn.execute(
@@ -119,7 +154,7 @@ class RegisteredWebhooks:
         if not rows:
             raise ApiError(404, "no registered webhook with this id in this account")
         webhook = rows[0]
-        if self.faults.on("webhook-test-sends-nothing"):
+        if self.faults.on(WEBHOOK_TEST_SENDS_NOTHING):
             return {"outcome": "delivered", "status_code": 200}
         target = await self.targets.validated(webhook["url"], where="the registered webhook's url")
         event_id = envelopes.new_event_id()

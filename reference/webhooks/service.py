@@ -25,7 +25,7 @@ import httpx
 from reference.aio import run_db
 from reference.auth import KeyContext
 from reference.config import Config
-from reference.faults import Faults
+from reference.fault import Faults
 from reference.netguard import CallbackPolicy, make_delivery_client
 from reference.store import Store
 

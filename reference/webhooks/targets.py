@@ -28,7 +28,7 @@ import httpx
 from reference.auth import KeyContext
 from reference.config import Config
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.netguard import (
     CallbackPolicy,
     CallbackRejected,
@@ -54,6 +54,42 @@ __all__ = [
     "validate_target",
 ]
 
+# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+LOSING_TARGET_NOTIFIED = Fault(
+    "losing-target-notified",
+    "TARGET-ORDER-04",
+    "the targets that lose the resolution order receive the events as well",
+)
+WEBHOOK_WITHOUT_TARGET_ACCEPTED = Fault(
+    "webhook-without-target-accepted",
+    "TARGET-URL-03",
+    "a webhook object with neither id nor url is accepted (no target)",
+)
+PRECEDENCE_CALLBACK_FIRST = Fault(
+    "precedence-callback-first",
+    "TARGET-ORDER-01",
+    "callback_url wins over webhook.url and webhook.id",
+)
+ACCEPTS_PRIVATE_CALLBACK = Fault(
+    "accepts-private-callback",
+    "URL-PRIV-01",
+    "callback targets are not validated: private and loopback URLs are accepted",
+)
+UNKNOWN_WEBHOOK_ID_400 = Fault(
+    "unknown-webhook-id-400", "TARGET-ID-01", "an unknown webhook id is answered 400"
+)
+FOREIGN_WEBHOOK_ID_ACCEPTED = Fault(
+    "foreign-webhook-id-accepted",
+    "TARGET-ID-02",
+    "webhook.id may name another account's registered webhook",
+)
+INLINE_MODE_MISLABELLED = Fault(
+    "inline-mode-mislabelled",
+    "TARGET-BIND-05",
+    'GET /v1/generations/{id} shows an inline binding with mode "callback"',
+)
+
+
 BindingMode = Literal["inline", "registered", "callback"]
 
 
@@ -74,7 +110,7 @@ class Binding:
     account_id: str
     key_id: str
     webhook_id: str | None = None
-    #: Only under the fault ``losing-target-notified``: the targets that lost (spec §4).
+    #: Only under the fault LOSING_TARGET_NOTIFIED: the targets that lost (spec §4).
     losers: tuple[Binding, ...] = ()
 
     def view(self) -> dict[str, Any]:
@@ -153,7 +189,7 @@ class Targets:
         self.store = store
         self.faults = faults
         self.policy = policy
-        #: Only under the fault losing-target-notified: the targets that lost, per
+        #: Only under the fault LOSING_TARGET_NOTIFIED: the targets that lost, per
         #: generation, from its submit until its event is queued.
         self.losers: dict[str, tuple[Binding, ...]] = {}
 
@@ -171,7 +207,7 @@ class Targets:
             raise ApiError(400, "webhook must be an object with `id` or `url`, and `events`")
         webhook = webhook or {}
         if webhook and webhook.get("id") is None and webhook.get("url") is None:
-            if "webhook-without-target-accepted" not in self.faults.enabled:
+            if not self.faults.on(WEBHOOK_WITHOUT_TARGET_ACCEPTED):
                 raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
         requested = webhook.get("events")
         if event_faults.active(self.faults):
@@ -189,13 +225,13 @@ class Targets:
             target = await self.validated(callback_url, where="callback_url")
             candidates["callback"] = _binding("callback", target, events, key)
         order: tuple[str, ...] = ("id", "url", "callback")
-        if self.faults.on("precedence-callback-first"):
+        if self.faults.on(PRECEDENCE_CALLBACK_FIRST):
             order = ("callback", "url", "id")
         if url_faults.active(self.faults):
             order = url_faults.order(self.faults, order)
         for choice in order:
             if choice in candidates:
-                if self.faults.on("losing-target-notified"):
+                if self.faults.on(LOSING_TARGET_NOTIFIED):
                     losers = tuple(b for c, b in candidates.items() if c != choice)
                     return dataclasses.replace(candidates[choice], losers=losers)
                 return candidates[choice]
@@ -203,7 +239,7 @@ class Targets:
 
     async def validated(self, url: Any, *, where: str) -> ValidatedTarget:
         """A callback URL checked against the rules of spec §4 (400 when it breaks one)."""
-        if self.faults.on("accepts-private-callback") and isinstance(url, str):
+        if self.faults.on(ACCEPTS_PRIVATE_CALLBACK) and isinstance(url, str):
             return await self.unchecked(url, where=where)
         if url_faults.active(self.faults):
             return await url_faults.validate(self.policy, self.faults, url, where=where)
@@ -236,7 +272,7 @@ class Targets:
         self, webhook_id: Any, events: tuple[str, ...] | None, key: KeyContext
     ) -> Binding:
         unknown = ApiError(
-            400 if "unknown-webhook-id-400" in self.faults.enabled else 404,
+            400 if self.faults.on(UNKNOWN_WEBHOOK_ID_400) else 404,
             "webhook.id names no registered webhook of this account (unknown or deleted)",
         )
         if not isinstance(webhook_id, str):
@@ -245,7 +281,7 @@ class Targets:
             "SELECT * FROM webhooks WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
             (webhook_id, key.account_id),
         )
-        if not rows and "foreign-webhook-id-accepted" in self.faults.enabled:
+        if not rows and self.faults.on(FOREIGN_WEBHOOK_ID_ACCEPTED):
             rows = self.store.read(
                 "SELECT * FROM webhooks WHERE id = ? AND deleted_at IS NULL", (webhook_id,)
             )
@@ -261,7 +297,7 @@ class Targets:
 
     def record(self, conn: sqlite3.Connection, generation_id: str, binding: Binding) -> None:
         """Store the binding in the submit transaction of the generation core."""
-        if binding.losers:  # the fault losing-target-notified only
+        if binding.losers:  # the fault LOSING_TARGET_NOTIFIED only
             self.losers[generation_id] = binding.losers
         conn.execute(
             "INSERT INTO webhook_bindings (generation_id, account_id, key_id, mode, webhook_id,"
@@ -285,7 +321,7 @@ class Targets:
             "SELECT * FROM webhook_bindings WHERE generation_id = ?", (generation_id,)
         )
         view = binding_from_row(rows[0]).view() if rows else None
-        if view is not None and "inline-mode-mislabelled" in self.faults.enabled:
+        if view is not None and self.faults.on(INLINE_MODE_MISLABELLED):
             view["mode"] = "callback" if view["mode"] == "inline" else view["mode"]
         return view
 
