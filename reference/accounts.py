@@ -36,7 +36,7 @@ __all__ = [
     "validate_scopes",
 ]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 KEY_SHOWN_AGAIN = Fault(
     "key-shown-again", "KEY-ONCE-02", "the key detail view repeats the full secret value"
 )

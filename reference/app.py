@@ -39,7 +39,7 @@ from reference.worker import GenerationWorker
 
 __all__ = ["Service", "build_service", "create_app"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 TIER_READ_REFUSED = Fault(
     "tier-read-refused", "TIER-READ-01", "GET /v1/account/tier answers 404 to a valid key"
 )

@@ -45,7 +45,7 @@ __all__ = [
     "signing_secret_for",
 ]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 API_KEY_CREATES_WEBHOOKS = Fault(
     "api-key-creates-webhooks", "CONSOLE-KEY-01", "POST /api/webhooks accepts an API key"
 )
@@ -138,7 +138,7 @@ SESSION_TTL_S = 3600
 _JWT_ALGORITHM = "HS256"
 _KEY_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 
-# Faults of the CHECKS-AUTH group (reference/faults.py); off, none of these is consulted.
+# With none of the faults above on, none of these tables is consulted.
 #: Faults that open one console operation to API keys (spec §4 console table).
 _CONSOLE_KEY_FAULTS = (
     ("POST", re.compile(r"/api/webhooks"), API_KEY_CREATES_WEBHOOKS),

@@ -24,7 +24,7 @@ from reference.fault import Fault
 
 __all__ = ["console_routes"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 EMPTY_SCOPES_ACCEPTED = Fault(
     "empty-scopes-accepted", "KEY-SCOPE-02", "a key can be created with no scope at all"
 )

@@ -38,7 +38,7 @@ __all__ = [
     "Operation",
 ]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CREDIT_CAP_NOT_ENFORCED = Fault(
     "credit-cap-not-enforced", "CREDIT-CAP-01", "the daily credit cap is ignored"
 )
@@ -304,8 +304,8 @@ class GenerationService:
             )
 
     def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
-        """The submit body as a service with the body faults reads it (engineer FUZZ's
-        faults: each skips one stated check of spec §4's body tables)."""
+        """The submit body as a service with the body faults reads it (each of these faults
+        skips one stated check of spec §4's body tables)."""
         if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
             raise ApiError(500, "internal error")  # bad input reaching a 5xx
         prompt = body.get("prompt")

@@ -25,7 +25,7 @@ from reference.tiers import Tier
 
 __all__ = ["RateLimiter", "WindowState", "rate_limited", "seconds_to_utc_midnight", "utc_day"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 MISSING_RETRY_AFTER = Fault(
     "missing-retry-after", "RATE-HDR-01", "429 responses lack the Retry-After header"
 )

@@ -33,7 +33,7 @@ from reference.store import Store
 
 __all__ = ["CANCEL_MARK", "FAIL_MARK", "FinishHooks", "GenerationWorker"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 FAILURE_OUTPUT_URL_SET = Fault(
     "failure-output-url-set",
     "EVT-DATA-06",

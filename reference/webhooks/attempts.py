@@ -33,7 +33,7 @@ from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
 __all__ = ["Attempts", "manual_answer"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 ONLY_200_SUCCESS = Fault(
     "only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"
 )

@@ -37,7 +37,7 @@ from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
 __all__ = ["DeliveryPolicy", "Dispatcher", "delivery_policy"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 NO_RETRY = Fault("no-retry", "DLV-RETRY-01", "a failed attempt is never retried")
 FOURTH_ATTEMPT = Fault(
     "fourth-attempt", "DLV-EXHAUST-01", "a fourth automatic attempt follows the third"

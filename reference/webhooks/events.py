@@ -26,7 +26,7 @@ from .targets import Binding, Targets, binding_from_row
 
 __all__ = ["Events"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CANCELLED_SENT_UNSUBSCRIBED = Fault(
     "cancelled-sent-unsubscribed",
     "EVT-CANCEL-01",

@@ -20,7 +20,7 @@ from .schema import OUTCOMES
 
 __all__ = ["MAX_LIST_LIMIT", "DeliveryLists"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 GENERATION_DELIVERIES_403 = Fault(
     "generation-deliveries-403",
     "REC-GEN-01",

@@ -27,7 +27,7 @@ from .targets import Targets
 
 __all__ = ["REDELIVERABLE", "Redelivery"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 REDELIVER_NEEDS_SESSION = Fault(
     "redeliver-needs-session", "REDLV-AUTH-01", "redeliver refuses API keys with 401"
 )

@@ -26,7 +26,7 @@ from .targets import Targets, events_from_row, events_json, parse_events, regist
 
 __all__ = ["RegisteredWebhooks"]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 WEBHOOK_SECRET_UNPREFIXED = Fault(
     "webhook-secret-unprefixed",
     "HOOK-SECRET-01",

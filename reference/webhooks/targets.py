@@ -54,7 +54,7 @@ __all__ = [
     "validate_target",
 ]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 LOSING_TARGET_NOTIFIED = Fault(
     "losing-target-notified",
     "TARGET-ORDER-04",

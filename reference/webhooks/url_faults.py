@@ -41,7 +41,7 @@ __all__ = [
     "validate",
 ]
 
-# Faults this module acts on (``reference/faults.py`` collects them in its registry).
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CALLBACK_SCHEME_UNCHECKED = Fault(
     "callback-scheme-unchecked", "URL-SCHEME-03", "callback URLs of any scheme pass"
 )
