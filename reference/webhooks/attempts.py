@@ -28,6 +28,7 @@ from reference.logs import log_event
 from reference.store import Store
 
 from . import delivery_faults, event_faults
+from .dispatcher import DeliveryPolicy
 from .records import DeliveryRow, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
@@ -76,15 +77,14 @@ class Attempts:
         store: Store,
         config: Config,
         faults: Faults,
-        *,
-        timeout_s: float,
+        policy: DeliveryPolicy,
         client_factory: Callable[[], httpx.AsyncClient],
     ) -> None:
         self.store = store
         self.config = config
         self.faults = faults
-        #: The per-attempt timeout (the delivery policy's: a fault may change it).
-        self.timeout_s = timeout_s
+        #: The per-attempt timeout and its timer slack (a fault may change the timeout).
+        self.policy = policy
         self._client_factory = client_factory
         self._client: httpx.AsyncClient | None = None
         #: Deliveries with a manual attempt under way (one at a time each).
@@ -228,7 +228,8 @@ class Attempts:
             result = await send_attempt(
                 await self.client(),
                 request,
-                timeout_s=self.timeout_s,
+                timeout_s=self.policy.timeout_s,
+                timer_slack_s=self.policy.timer_slack_s,
                 options=self.options_for(row),
             )
             outcome = "delivered" if result.succeeded else "failed"

@@ -63,7 +63,7 @@ class WebhookService:
             store,
             config,
             faults,
-            timeout_s=delivery.timeout_s,
+            delivery,
             client_factory=client_factory
             or (lambda: make_delivery_client(delivery.timeout_s, egress=config.egress)),
         )
