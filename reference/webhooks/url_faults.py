@@ -1,12 +1,12 @@
 """Faults of the callback URL rules and target selection (spec §2, §4), one rule each.
 
 The suite's URL and target checks (``conformance/checks/test_url_*.py``,
-``test_target_*.py``) must catch each of these; each names the requirement id it
-breaks. A *waiver* accepts a URL that netguard refused
-for one rule only, as a service that forgot that rule would: it then connects where the
-URL points (the egress guard still keeps every connection on loopback). A *refusal*
-refuses a URL netguard accepted. With no fault switched on, :func:`active` is one test
-of an empty set and nothing else here runs.
+``test_target_*.py``) must catch each of these; each names the requirement id it breaks.
+A *waiver* accepts a URL that netguard refused for one rule only, as a service that
+forgot that rule would: it then connects where the URL points (the egress guard still
+keeps every connection on loopback). A *refusal* refuses a URL netguard accepted. With
+no fault switched on, :func:`active` is one test of an empty set and nothing else here
+runs.
 """
 
 from __future__ import annotations
