@@ -21,6 +21,7 @@ import pytest
 from conformance.asserts import assert_status, assert_webhook_list, describe, json_values
 from conformance.client import ApiClient
 from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
+from conformance.findings import fail
 from conformance.operations import SUBMIT_PROMPT
 from conformance.receiver import Endpoint
 from conformance.secrets import Secret
@@ -38,12 +39,14 @@ DELIVERY_HEADERS = (
 )
 
 
-def _assert_2xx(response: httpx.Response, requirement_id: str) -> None:
+def _assert_2xx(response: httpx.Response, rule: str) -> None:
     request = response.request
-    assert 200 <= response.status_code < 300, (
-        f"{requirement_id}: {request.method} {request.url.path} with the primary session: "
-        f"expected 2xx, saw {describe(response)}"
-    )
+    if not 200 <= response.status_code < 300:
+        fail(
+            f"{request.method} {request.url.path} with the primary session: expected 2xx, "
+            f"saw {describe(response)}",
+            rule=rule,
+        )
 
 
 def _signing_secret(response: httpx.Response) -> str | None:
@@ -79,14 +82,15 @@ def test_webhook_create_with_session_returns_whsec_secret(
     try:
         _assert_2xx(response, "CONSOLE-HOOK-01")
         secret = _signing_secret(response)
-        fields = sorted(body) if isinstance(body, dict) else []
-        assert secret is not None, (
-            "CONSOLE-HOOK-01: expected the creation to return the signing secret (a "
-            f"`secret` field or a whsec_ value); fields seen: {fields}"
-        )
-        assert secret.startswith("whsec_"), (
-            "HOOK-SECRET-01: expected the signing secret to start with 'whsec_'"
-        )
+        if secret is None:
+            fields = sorted(body) if isinstance(body, dict) else []
+            fail(
+                "expected the creation to return the signing secret (a `secret` field or a "
+                f"whsec_ value); fields seen: {fields}",
+                rule="CONSOLE-HOOK-01",
+            )
+        if not secret.startswith("whsec_"):
+            fail("expected the signing secret to start with 'whsec_'", rule="HOOK-SECRET-01")
     finally:
         if isinstance(made, str) and made:
             delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
