@@ -367,9 +367,7 @@ def verify_signature(
             f"the signature does not verify with {label} keyed as declared ({declared}) "
             f"over '<t>.' + the raw body ({len(raw_body)} bytes)"
         )
-    for keying in SECRET_KEYINGS:
-        if keying == declared:
-            continue
+    for keying in (k for k in SECRET_KEYINGS if k != declared):
         other_key = hmac_key(value, keying)
         if other_key is not None and hmac.compare_digest(_hmac(other_key, message), parsed.digest):
             return Verification(
