@@ -20,7 +20,7 @@ import pytest
 
 from conformance.asserts import assert_not_refused_for_auth, assert_status
 from conformance.client import ApiClient
-from conformance.fixtures.profile import run_profile
+from conformance.fixtures import run_profile
 from conformance.operations import Operation, OperationPaths, operation_paths, operations
 from conformance.profile import KeyProfile, Profile
 from conformance.receiver import Receiver
