@@ -21,7 +21,7 @@ import pytest
 from conformance.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
 from conformance.client import ApiClient
 from conformance.findings import fail
-from conformance.fixtures.profile import run_profile
+from conformance.fixtures import run_profile
 from conformance.operations import Operation, OperationPaths, operation_paths, operations
 from conformance.profile import KeyProfile, Profile
 from conformance.receiver import Receiver
@@ -167,7 +167,8 @@ def test_scoped_endpoint_with_key_lacking_scope_returns_403(
             "its scope showed: the rest of its body is not shown (spec §4)"
         )
     if status != 403:
-        # Every id the case cites states the 403 for this endpoint.
+        # One rule stated twice (§4 "Scope:" line, §5.3): a wrong status breaks every id
+        # cited.
         fail(
             f"{op.method} {op.path} with key {role!r}, which lacks {op.scope}: expected "
             f"403, saw {describe(response)}"
