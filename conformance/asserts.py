@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import httpx
 
+from .adapter_declaration import DeclaredOperation, Listed
 from .client import ApiClient
 from .operations import SetupFailed
 from .profile import CapabilityMissing
@@ -95,23 +96,30 @@ def assert_not_refused_for_auth(response: httpx.Response, requirement_id: str, w
     )
 
 
-def assert_webhook_list(response: httpx.Response, requirement_id: str) -> list[dict[str, Any]]:
-    """GET /api/webhooks answered 200 with a list of webhooks; returns its items.
+def assert_webhook_list(
+    response: httpx.Response, requirement_id: str, listing: DeclaredOperation
+) -> list[Listed]:
+    """The webhook list answered with its expected status and an array where the profile's
+    ``[adapter.list_webhooks]`` declaration points; returns its items (id, url, item).
 
-    Console payloads are not shown (spec §4): a JSON array, or an object holding one under
-    ``webhooks`` or ``data`` (CONSOLE-PAYLOAD-01), is accepted.
+    Console payloads are not shown (spec §4): undeclared, a JSON array or an object holding
+    one under ``webhooks`` or ``data``, of items with ``id`` and ``url``, is accepted
+    (CONSOLE-PAYLOAD-01).
     """
-    assert_status(response, 200, requirement_id)
+    assert listing.accepts(response.status_code), (
+        f"{requirement_id}: {_request_line(response)}: expected {listing.expected}, "
+        f"saw {describe(response)}"
+    )
     try:
         body: Any = response.json()
     except ValueError:
         body = None
-    if isinstance(body, dict):
-        body = body.get("webhooks", body.get("data"))
-    assert isinstance(body, list), (
-        f"{requirement_id}: expected a list of webhooks, saw {describe(response)}"
+    items = listing.listed(body)
+    assert items is not None, (
+        f"{requirement_id}: expected a list of webhooks at {listing.where('list')}, "
+        f"saw {describe(response)}"
     )
-    return [item for item in body if isinstance(item, dict)]
+    return items
 
 
 def credits_used_today(api: ApiClient, role: str = "primary") -> int:

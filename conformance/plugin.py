@@ -38,6 +38,7 @@ import pytest
 
 import conformance
 import genapi_spec
+from conformance.adapter_declaration import UNDECLARED_FIX
 from conformance.catalog import Catalog, Requirement, load_catalog
 from conformance.client import EXCHANGES_KEY, Exchange
 from conformance.profile import CapabilityMissing, Profile, ProfileError, load_profile
@@ -445,8 +446,8 @@ def _missing_capability(needs: set[str], profile: Profile) -> str | None:
         return "needs dns: add a [dns] table (server, domain) to the profile"
     if "console" in needs and not profile.sessions:
         return "needs console: add [sessions.primary] with token (or token_env) to the profile"
-    if "adapter" in needs and profile.adapter == "none":
-        return 'needs adapter: set adapter = "reference" (or an adapter for this target)'
+    if "adapter" in needs and not profile.adapter.declared:
+        return str(CapabilityMissing("adapter", UNDECLARED_FIX))
     return None
 
 

@@ -2,10 +2,11 @@
 POST/GET /api/webhooks, POST /api/webhooks/{id}/test, DELETE /api/webhooks/{id}).
 
 Each check sends the console request under test by hand with the primary session and
-cleans up the webhooks it made. Console payloads are not shown (§4): the suite assumes
-``{"url", "events"}`` in and ``id``, ``secret`` out (HOOK-CREATE-01, CONSOLE-PAYLOAD-01),
-and a list as a JSON array or an object holding one. Every target is the check's own
-receiver endpoint.
+cleans up the webhooks it made. Console payloads are not shown (§4): each request and
+what is read from its answer is the profile's adapter declaration
+(``[adapter.create_webhook]`` …); undeclared, the suite assumes ``{"url", "events"}`` in
+and ``id``, ``secret`` out (HOOK-CREATE-01, CONSOLE-PAYLOAD-01), and a list as a JSON
+array or an object holding one. Every target is the check's own receiver endpoint.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from conformance.adapter_declaration import Listed
+from conformance.adapters import console_request, declared
 from conformance.asserts import assert_status, assert_status_in, assert_webhook_list, describe
 from conformance.client import ApiClient
 from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
@@ -42,10 +45,16 @@ def _created(response: httpx.Response, requirement_id: str) -> dict[str, object]
     except ValueError:
         body = None
     assert isinstance(body, dict), (
-        f"{requirement_id}: expected a JSON object from POST /api/webhooks, saw "
+        f"{requirement_id}: expected a JSON object from the webhook creation, saw "
         f"{describe(response)}"
     )
     return body
+
+
+def _listed(api: ApiClient, requirement_id: str, session: str = "primary") -> list[Listed]:
+    """The session's webhooks as the console lists them (the declared list request)."""
+    response = console_request(api, "list_webhooks", session=session)
+    return assert_webhook_list(response, requirement_id, declared(api.profile, "list_webhooks"))
 
 
 @pytest.fixture
@@ -61,27 +70,28 @@ def test_webhook_create_with_session_returns_id_and_whsec_secret(
     api: ApiClient, endpoint: Endpoint
 ) -> None:
     """POST /api/webhooks with a session creates a webhook and returns its whsec_ secret."""
-    response = api.request(
-        "POST", "/api/webhooks", role="none", session="primary", json={"url": endpoint.url}
-    )
-    assert_status_in(response, {200, 201}, "CONSOLE-HOOK-01")
+    create = declared(api.profile, "create_webhook")
+    response = console_request(api, "create_webhook", session="primary", url=endpoint.url)
+    assert_status_in(response, {200, 201, *create.status}, "CONSOLE-HOOK-01")
     body = _created(response, "CONSOLE-HOOK-01")
-    if isinstance(body.get("id"), str) and body["id"]:
-        # Registered only for cleanup; the secret may be missing (then CONSOLE-HOOK-01).
-        cleanup = RegisteredWebhook(str(body["id"]), Secret(str(body.get("secret"))), "primary")
-        try:
-            secret = body.get("secret")
-            assert isinstance(secret, str) and secret, (
-                f"CONSOLE-HOOK-01: expected the creation to return the signing secret; "
-                f"fields seen: {sorted(body)}"
-            )
-            assert secret.startswith("whsec_"), (
-                "HOOK-SECRET-01: expected the signing secret to start with 'whsec_'"
-            )
-        finally:
-            delete_webhook(api, cleanup)
-    else:
-        pytest.fail(f"CONSOLE-HOOK-01: expected a webhook id in {sorted(body)}")
+    webhook_id = create.read_id(body, "id")
+    if webhook_id is None:
+        pytest.fail(
+            f"CONSOLE-HOOK-01: expected a webhook id at {create.where('id')} in {sorted(body)}"
+        )
+    # Registered only for cleanup; the secret may be missing (then CONSOLE-HOOK-01).
+    secret = create.read(body, "secret")
+    cleanup = RegisteredWebhook(webhook_id, Secret(str(secret)), "primary")
+    try:
+        assert isinstance(secret, str) and secret, (
+            f"CONSOLE-HOOK-01: expected the creation to return the signing secret at "
+            f"{create.where('secret')}; fields seen: {sorted(body)}"
+        )
+        assert secret.startswith("whsec_"), (
+            "HOOK-SECRET-01: expected the signing secret to start with 'whsec_'"
+        )
+    finally:
+        delete_webhook(api, cleanup)
 
 
 @pytest.mark.requirement("CONSOLE-HOOK-02")
@@ -89,8 +99,7 @@ def test_webhook_list_with_session_includes_new_webhook(
     api: ApiClient, webhook: RegisteredWebhook
 ) -> None:
     """GET /api/webhooks with a session lists a webhook just created."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
-    ids = [str(item.get("id")) for item in assert_webhook_list(response, "CONSOLE-HOOK-02")]
+    ids = [item.id for item in _listed(api, "CONSOLE-HOOK-02")]
     assert webhook.id in ids, (
         f"CONSOLE-HOOK-02: expected the new webhook {webhook.id} in the list; saw {ids}"
     )
@@ -99,8 +108,10 @@ def test_webhook_list_with_session_includes_new_webhook(
 @pytest.mark.requirement("HOOK-SECRET-02")
 def test_webhook_list_never_shows_the_secret(api: ApiClient, webhook: RegisteredWebhook) -> None:
     """The whsec_ secret is returned once: the webhook list does not contain it."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert_status(response, 200, "HOOK-SECRET-02")
+    response = console_request(api, "list_webhooks", session="primary")
+    assert_status_in(
+        response, {200, *declared(api.profile, "list_webhooks").status}, "HOOK-SECRET-02"
+    )
     assert webhook.secret.reveal() not in response.text, (
         "HOOK-SECRET-02: expected the whsec_ secret only in the creation response; "
         "GET /api/webhooks contains it"
@@ -112,9 +123,7 @@ def test_webhook_test_with_session_sends_a_delivery(
     api: ApiClient, endpoint: Endpoint, webhook: RegisteredWebhook
 ) -> None:
     """POST /api/webhooks/{id}/test with a session sends a delivery to the webhook's URL."""
-    response = api.request(
-        "POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary"
-    )
+    response = console_request(api, "test_webhook", session="primary", id=webhook.id)
     assert 200 <= response.status_code < 300, (
         f"CONSOLE-HOOK-03: expected 2xx from the test request, saw {describe(response)}"
     )
@@ -126,7 +135,7 @@ def test_webhook_test_delivery_is_a_signed_envelope(
     api: ApiClient, endpoint: Endpoint, webhook: RegisteredWebhook
 ) -> None:
     """A test delivery is a POST with the §6 headers, signed with the webhook's secret."""
-    api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary")
+    console_request(api, "test_webhook", session="primary", id=webhook.id)
     delivery = endpoint.wait_for(1, timeout=15.0)[0]
     missing = [name for name in DELIVERY_HEADERS if name not in delivery.headers]
     assert delivery.method == "POST" and not missing, (
@@ -145,13 +154,12 @@ def test_webhook_delete_with_session_removes_it_from_the_list(
 ) -> None:
     """DELETE /api/webhooks/{id} with a session deletes it: it is no longer listed."""
     created = register_webhook(api, endpoint.url)
-    response = api.request("DELETE", f"/api/webhooks/{created.id}", role="none", session="primary")
+    response = console_request(api, "delete_webhook", session="primary", id=created.id)
     try:
         assert 200 <= response.status_code < 300, (
             f"CONSOLE-HOOK-05: expected 2xx from the delete, saw {describe(response)}"
         )
-        listing = api.request("GET", "/api/webhooks", role="none", session="primary")
-        ids = [str(item.get("id")) for item in assert_webhook_list(listing, "CONSOLE-HOOK-05")]
+        ids = [item.id for item in _listed(api, "CONSOLE-HOOK-05")]
         assert created.id not in ids, (
             f"CONSOLE-HOOK-05: expected the deleted webhook {created.id} gone from the list"
         )
@@ -177,19 +185,17 @@ def test_other_account_session_cannot_see_test_or_delete_a_webhook(
     api: ApiClient, webhook: RegisteredWebhook, endpoint: Endpoint
 ) -> None:
     """The second account's session neither lists, tests nor deletes the primary's webhook."""
-    listing = api.request("GET", "/api/webhooks", role="none", session="second")
-    ids = [str(item.get("id")) for item in assert_webhook_list(listing, "CONSOLE-HOOK-07")]
-    tested = api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="second")
-    deleted = api.request("DELETE", f"/api/webhooks/{webhook.id}", role="none", session="second")
+    ids = [item.id for item in _listed(api, "CONSOLE-HOOK-07", session="second")]
+    tested = console_request(api, "test_webhook", session="second", id=webhook.id)
+    deleted = console_request(api, "delete_webhook", session="second", id=webhook.id)
     seen = {"listed": webhook.id in ids, "test": tested.status_code, "delete": deleted.status_code}
     assert seen == {"listed": False, "test": 404, "delete": 404}, (
         f"CONSOLE-HOOK-07: expected not listed, test 404, delete 404; saw {seen}"
     )
     assert not endpoint.deliveries, "CONSOLE-HOOK-07: the foreign test request sent a delivery"
-    still = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert webhook.id in [
-        str(i.get("id")) for i in assert_webhook_list(still, "CONSOLE-HOOK-07")
-    ], "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
+    assert webhook.id in [item.id for item in _listed(api, "CONSOLE-HOOK-07")], (
+        "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
+    )
 
 
 @pytest.mark.requirement("CONSOLE-PAYLOAD-01")
@@ -197,13 +203,15 @@ def test_console_webhook_payloads_are_json_with_id_and_url(
     api: ApiClient, webhook: RegisteredWebhook, endpoint: Endpoint
 ) -> None:
     """The webhook list is JSON (an array, or an object holding one) of items with id and url."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
+    listing = declared(api.profile, "list_webhooks")
+    response = console_request(api, "list_webhooks", session="primary")
     assert "json" in response.headers.get("content-type", ""), (
         f"CONSOLE-PAYLOAD-01: expected a JSON list, saw {response.headers.get('content-type')!r}"
     )
-    items = assert_webhook_list(response, "CONSOLE-PAYLOAD-01")
-    mine = [item for item in items if item.get("id") == webhook.id]
-    assert mine and mine[0].get("url") == endpoint.url, (
-        f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} and url {endpoint.url}; "
-        f"saw {json.dumps(mine)[:300]}"
+    items = assert_webhook_list(response, "CONSOLE-PAYLOAD-01", listing)
+    mine = [item for item in items if item.id == webhook.id]
+    assert mine and mine[0].url == endpoint.url, (
+        f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} at "
+        f"{listing.where('item_id')} and url {endpoint.url} at {listing.where('item_url')}; "
+        f"saw {json.dumps([item.item for item in mine])[:300]}"
     )

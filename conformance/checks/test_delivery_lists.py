@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import pytest
 
+from conformance.adapters import console_request
 from conformance.asserts import assert_delivery_list, assert_status, describe
 from conformance.client import ApiClient, Recorder
 from conformance.deliveries import OUTCOMES, submit_with_target, wait_for_record
@@ -194,9 +195,7 @@ def test_list_of_over_100_deliveries_returns_at_most_100(
         # Console test deliveries (spec §4) are deliveries to the webhook: 101 of them,
         # sent one by one (each answered 200 by the receiver), no credits spent.
         for sent in range(OVER_MAX):
-            response = api.request(
-                "POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary"
-            )
+            response = console_request(api, "test_webhook", session="primary", id=webhook.id)
             if not 200 <= response.status_code < 300:
                 raise SetupFailed(f"set-up: test delivery {sent + 1} answered {describe(response)}")
         path = f"/v1/webhooks/{webhook.id}/deliveries"

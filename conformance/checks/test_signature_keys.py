@@ -164,7 +164,7 @@ def test_key_detail_view_shows_signing_secret(
     delivery = generated.first
     verifying = [
         value
-        for value in _strings(detail)
+        for value in _strings(detail.body)
         if verify_signature(delivery.headers.get(SIGNATURE_HEADER), delivery.raw_body, value).ok
     ]
     assert verifying, (
