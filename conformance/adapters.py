@@ -111,28 +111,29 @@ def declared(profile: Profile, name: str) -> DeclaredOperation:
 
 def console_request(
     client: ApiClient,
-    name: str,
+    operation: str,
+    /,
     *,
     session: str | None = None,
     role: str | None = "none",
     headers: Mapping[str, str] | None = None,
     **values: Any,
 ) -> httpx.Response:
-    """Send the declared operation *name* with its placeholders filled from *values*
-    (``id``, ``url``, ``events``, ``name``, ``scopes``, ``email``, ``password``).
+    """Send the declared *operation* with its placeholders filled from *values* (``id``,
+    ``url``, ``events``, ``name``, ``scopes``, ``email``, ``password``).
 
     By default with the console *session* and no API key; *role* and *headers* send it
     with other credentials (the checks that an API key or a forged token is refused).
     The exchange is recorded by the client, like any request of a check.
     """
-    operation = declared(client.profile, name)
+    sent = declared(client.profile, operation)
     return client.request(
-        operation.method,
-        operation.render_path(values),
+        sent.method,
+        sent.render_path(values),
         role=role,
         session=session,
         headers=headers,
-        json=operation.render_body(values),
+        json=sent.render_body(values),
     )
 
 

@@ -60,7 +60,7 @@ def one_problem(text: str, env: dict[str, str] | None = None) -> str:
 def test_minimal_profile_loads_with_defaults() -> None:
     profile = parse_profile(MINIMAL, env={})
     assert profile.base_url == "http://127.0.0.1:8765"
-    assert profile.adapter == "none"
+    assert not profile.adapter.declared
     assert profile.api_version == "2026-08-01"
     assert profile.receiver.listen_port == 0
     assert profile.dns is None and profile.usage is None
@@ -322,7 +322,7 @@ def test_template_is_commented_line_by_line() -> None:
 
 def test_template_commented_optional_tables_are_valid_when_enabled() -> None:
     text = re.sub(
-        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path|field)",
+        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path = \"/v1|field)",
         r"\1",
         template_text(),
         flags=re.M,
