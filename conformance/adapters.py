@@ -221,10 +221,10 @@ class DeclaredAdapter(Adapter):
             raise AdapterError(f"{what}: the answer is not JSON", response.status_code) from None
 
     def _ensure_session(self, session: str) -> None:
-        """Log in first when the profile gives the session's credentials but no token."""
-        profile = self.client.profile.session(session)
-        if profile.token is None and profile.email is not None:
-            self.login(session)
+        """Log in first when the session has credentials but no token yet."""
+        if self.client.session_token(session) is None:
+            if self.client.profile.session(session).email is not None:
+                self.login(session)
 
     @staticmethod
     def _missing(

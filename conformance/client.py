@@ -263,13 +263,17 @@ class ApiClient:
         self.recorder.redactor.add(token, label=f"sessions.{name}.token")
         self._session_tokens[name] = token
 
+    def session_token(self, name: str) -> Secret | None:
+        """The token ``session=name`` sends: one set by a login, else the profile's."""
+        return self._session_tokens.get(name) or self.profile.session(name).token
+
     def _credentials(self, role: str | None, session: str | None) -> dict[str, str]:
         """The headers of the credential asked for: the role's API key, or the console
         session's token the way the profile's adapter declares (Bearer or a cookie)."""
         if session is not None:
             if role not in (None, "none"):
                 raise ValueError("give role or session, not both")
-            token = self._session_tokens.get(session) or self.profile.session(session).token
+            token = self.session_token(session)
             if token is None:
                 raise CapabilityMissing(
                     f"a token for console session {session!r}",

@@ -359,7 +359,8 @@ def _schema_problems(document: Mapping[str, Any]) -> list[str]:
 
 def _is_secret_path(path: Any) -> bool:
     parts = list(path)
-    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS
+    # Under [adapter] these names hold JSON pointers to secrets, not secrets.
+    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS and parts[0] != "adapter"
 
 
 # -- semantic rules --------------------------------------------------------------------

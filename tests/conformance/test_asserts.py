@@ -19,7 +19,6 @@ from conformance.client import ApiClient, Recorder
 from conformance.operations import SetupFailed
 from conformance.profile import CapabilityMissing, parse_profile
 
-
 #: The declaration of a profile without [adapter]: the spec's webhook paths.
 UNDECLARED = parse_declaration(None)[0]
 

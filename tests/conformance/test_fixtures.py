@@ -114,7 +114,7 @@ def test_profile_from_environment(
 def test_adapter_none_skips_with_the_fix(pytester: pytest.Pytester) -> None:
     result = run(pytester, profile_text("http://127.0.0.1:9"), "def test_x(adapter):\n    pass\n")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(['*needs adapter: add an *table to the profile: preset = "reference"*'])
+    result.stdout.fnmatch_lines(['*needs adapter: add an *table to the profile: preset = "ref*'])
 
 
 def test_adapter_reference_is_given(pytester: pytest.Pytester) -> None:
