@@ -70,24 +70,19 @@ class _Kind:
     """What one operation may use (placeholders) and must let the suite read (pointers)."""
 
     method: str  # the default method
-    placeholders: tuple[str, ...]
+    placeholders: tuple[str, ...]  # {id}: the operation acts on one key or webhook
     pointers: Mapping[str, str]  # field -> what it points at, for messages
-    list_placeholders: tuple[str, ...] = ()  # placeholders whose value is a JSON array
     masked: str | None = None  # the pointer whose value is a secret: masked in records
-    needs_id: bool = False
 
 
 _KINDS: Final[Mapping[str, _Kind]] = MappingProxyType(
     {
-        "login": _Kind(
-            "POST", ("email", "password"), {"token": "the session token"}, masked="token"
-        ),
+        "login": _Kind("POST", ("email", "password"), {"token": "the session token"}, "token"),
         "create_key": _Kind(
             "POST",
             ("name", "scopes"),
             {"id": "the new key's id", "key": "the key secret shown once"},
-            list_placeholders=("scopes",),
-            masked="key",
+            "key",
         ),
         "key_detail": _Kind(
             "GET",
@@ -97,10 +92,9 @@ _KINDS: Final[Mapping[str, _Kind]] = MappingProxyType(
                 "scopes": "the key's scopes",
                 "signing_secret": "the key's signing secret",
             },
-            masked="signing_secret",
-            needs_id=True,
+            "signing_secret",
         ),
-        "revoke_key": _Kind("DELETE", ("id",), {}, needs_id=True),
+        "revoke_key": _Kind("DELETE", ("id",), {}),
         "list_keys": _Kind(
             "GET", (), {"list": "the array of keys", "item_id": "a listed key's id (in an item)"}
         ),
@@ -108,8 +102,7 @@ _KINDS: Final[Mapping[str, _Kind]] = MappingProxyType(
             "POST",
             ("url", "events"),
             {"id": "the webhook's id", "secret": "its whsec_ signing secret"},
-            list_placeholders=("events",),
-            masked="secret",
+            "secret",
         ),
         "list_webhooks": _Kind(
             "GET",
@@ -120,10 +113,12 @@ _KINDS: Final[Mapping[str, _Kind]] = MappingProxyType(
                 "item_url": "a listed webhook's URL (in an item)",
             },
         ),
-        "test_webhook": _Kind("POST", ("id",), {}, needs_id=True),
-        "delete_webhook": _Kind("DELETE", ("id",), {}, needs_id=True),
+        "test_webhook": _Kind("POST", ("id",), {}),
+        "delete_webhook": _Kind("DELETE", ("id",), {}),
     }
 )
+#: Placeholders whose value is a JSON array: only a whole string can hold one.
+_ARRAY_PLACEHOLDERS: Final = frozenset({"scopes", "events"})
 
 #: Every operation a declaration may hold, in the order the template shows them.
 OPERATIONS: Final = tuple(_KINDS)
@@ -284,12 +279,8 @@ class DeclaredOperation:
         sit under a base path of the deployment)."""
         if method.upper() != self.method:
             return False
-        template = self.path.split("?", 1)[0]
-        pattern = "".join(
-            "[^/]+" if piece.startswith("{") else re.escape(piece)
-            for piece in re.split(r"(\{[A-Za-z_][A-Za-z0-9_]*\})", template)
-            if piece
-        )
+        texts = _PLACEHOLDER.split(self.path.split("?", 1)[0])[::2]  # between placeholders
+        pattern = "[^/]+".join(re.escape(text) for text in texts)
         return re.fullmatch(f"(?:/.*)?{pattern}", path) is not None
 
     def to_dict(self) -> dict[str, Any]:
@@ -335,12 +326,6 @@ class SessionCredential:
         if self.scheme == "cookie":
             return {"Cookie": f"{self.cookie}={token}"}
         return {"Authorization": f"Bearer {token}"}
-
-    def describe(self) -> str:
-        """For messages: how the token is sent."""
-        if self.scheme == "cookie":
-            return f"the cookie {self.cookie}"
-        return '"Authorization: Bearer <token>"'
 
     def from_set_cookie(self, set_cookies: Sequence[str]) -> str | None:
         """The session cookie's value among a response's Set-Cookie headers, if any."""
@@ -513,12 +498,12 @@ def _operation_problems(
                     f"{where}.{part}: unknown placeholder {{{placeholder}}}; this operation "
                     f"offers {offered}"
                 )
-            elif placeholder in kind.list_placeholders and not whole:
+            elif placeholder in _ARRAY_PLACEHOLDERS and not whole:
                 problems.append(
                     f"{where}.{part}: {{{placeholder}}} is an array; write it as a whole "
                     f'string value, e.g. {placeholder} = "{{{placeholder}}}"'
                 )
-    if kind.needs_id and "id" not in used:
+    if "id" in kind.placeholders and "id" not in used:
         problems.append(
             f"{where}.path: no {{id}}; put the placeholder where the id goes, e.g. "
             f'"/api/keys/{{id}}"'
