@@ -54,7 +54,7 @@ def _created(response: httpx.Response, requirement_id: str) -> dict[str, object]
 def _listed(api: ApiClient, requirement_id: str, session: str = "primary") -> list[Listed]:
     """The session's webhooks as the console lists them (the declared list request)."""
     response = console_request(api, "list_webhooks", session=session)
-    return assert_webhook_list(response, requirement_id, declared(api.profile, "list_webhooks"))
+    return assert_webhook_list(response, declared(api.profile, "list_webhooks"), requirement_id)
 
 
 @pytest.fixture
@@ -208,7 +208,7 @@ def test_console_webhook_payloads_are_json_with_id_and_url(
     assert "json" in response.headers.get("content-type", ""), (
         f"CONSOLE-PAYLOAD-01: expected a JSON list, saw {response.headers.get('content-type')!r}"
     )
-    items = assert_webhook_list(response, "CONSOLE-PAYLOAD-01", listing)
+    items = assert_webhook_list(response, listing, "CONSOLE-PAYLOAD-01")
     mine = [item for item in items if item.id == webhook.id]
     assert mine and mine[0].url == endpoint.url, (
         f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} at "

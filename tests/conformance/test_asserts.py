@@ -88,7 +88,7 @@ def test_assert_not_refused_for_auth_rejects_auth_refusals_and_server_errors(sta
 def test_assert_webhook_list_accepts_an_array_or_an_object_holding_one(body: str) -> None:
     listing = UNDECLARED.operations["list_webhooks"]
     items = assert_webhook_list(
-        response(200, body, path="/api/webhooks"), "CONSOLE-HOOK-02", listing
+        response(200, body, path="/api/webhooks"), listing, "CONSOLE-HOOK-02"
     )
     assert [(item.id, item.url) for item in items] == [("wh_1", "http://h/")]
 
@@ -100,8 +100,8 @@ def test_assert_webhook_list_rejects_what_is_not_a_list(status: int, body: str) 
     with pytest.raises(AssertionError, match="CONSOLE-HOOK-02"):
         assert_webhook_list(
             response(status, body, path="/api/webhooks"),
-            "CONSOLE-HOOK-02",
             UNDECLARED.operations["list_webhooks"],
+            "CONSOLE-HOOK-02",
         )
 
 
