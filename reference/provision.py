@@ -25,8 +25,8 @@ import tomli_w
 from genapi_spec import API_VERSION
 from reference import accounts
 from reference.auth import SCOPES, signing_secret_for
-from reference.generations import CANCEL_MARK, FAIL_MARK
 from reference.store import Store
+from reference.worker import CANCEL_MARK, FAIL_MARK
 
 __all__ = ["ACCOUNTS", "provision"]
 
