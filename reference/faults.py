@@ -815,6 +815,11 @@ _REGISTRY: tuple[Fault, ...] = (
         "redeliver answers delivered without sending anything",
     ),
     Fault(
+        "redelivery-outcome-kept",
+        "REDLV-STATE-04",
+        "a successful redelivery leaves the record's outcome as it was (exhausted or failed)",
+    ),
+    Fault(
         "redirect-success",
         "DLV-REDIRECT-02",
         "a 3xx reply counts as success (not followed, but not retried either)",

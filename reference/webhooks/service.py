@@ -843,6 +843,8 @@ class WebhookService:
                 options=self.options_for(row),
             )
             outcome = "delivered" if result.succeeded else "failed"
+            if trigger == "redeliver" and self.faults.on("redelivery-outcome-kept"):
+                outcome = row.outcome  # Fault: the record stays exhausted or failed.
             await run_db(self._record_manual, record_id, result, trigger, outcome)
             log_event(
                 "delivery",
