@@ -82,10 +82,11 @@ def test_keys_of_every_account_share_one_prefix(profile: Profile) -> None:
         pytest.skip("needs keys of two accounts (e.g. [keys.foreign] with account = 'second')")
     primary = profile.key("primary").key.reveal()
     head, underscore, _ = primary.partition("_")
-    # Only the prefix is ever quoted: the rest of a key is its secret.
-    assert underscore and len(head) <= 16, (
-        "KEY-PREFIX-02: expected the primary key to start with a short prefix and '_'"
-    )
+    # Only the prefix is ever quoted: the rest of a key is its secret. The spec gives the
+    # prefix no length; a primary key without a short head before "_" shows no prefix to
+    # compare (KEY-PREFIX-01 judges the profile's key_prefix).
+    if not underscore or len(head) > 16:
+        pytest.skip("the primary key shows no short prefix before '_' to compare with")
     prefix = head + "_"
     wrong = sorted(
         f"{role} (account {k.account})"
@@ -158,7 +159,7 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
 def _scope_cases() -> list[object]:
     cases: list[object] = []
     for scope in SCOPES:
-        ids = ["SCOPE-NAMES-01", "KEY-SCOPE-01"]
+        ids = ["SCOPE-NAMES-01"]
         if scope in DASHBOARD_SCOPES:
             ids.append("SCOPE-NAMES-02")
         cases.append(pytest.param(scope, id=scope, marks=pytest.mark.requirement(*ids)))
@@ -174,7 +175,18 @@ def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> N
     except AdapterError as error:
         pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
     assert detail.get("scopes") == [scope], (
-        f"KEY-SCOPE-01: expected the key to carry exactly [{scope!r}], saw {detail.get('scopes')!r}"
+        f"SCOPE-NAMES-01: expected the key to carry exactly [{scope!r}], "
+        f"saw {detail.get('scopes')!r}"
+    )
+
+
+@pytest.mark.requirement("KEY-SCOPE-01")
+def test_key_scopes_are_scope_names(adapter: Adapter) -> None:
+    """A key's scopes (its detail view) are one or more of the five scope names."""
+    with _created_key(adapter, _name("scopes"), list(DASHBOARD_SCOPES)) as created:
+        scopes = adapter.key_detail("primary", created.id).get("scopes")
+    assert isinstance(scopes, list) and scopes and all(s in SCOPES for s in scopes), (
+        f"KEY-SCOPE-01: expected one or more of the scope names {list(SCOPES)}, saw {scopes!r}"
     )
 
 
@@ -218,18 +230,18 @@ def test_key_is_refused_on_first_request_after_revocation(api: ApiClient, adapte
 
 
 @contextmanager
-def _filled_account(api: ApiClient, adapter: Adapter) -> Iterator[tuple[list[CreatedKey], int]]:
+def _filled_account(adapter: Adapter) -> Iterator[tuple[list[CreatedKey], bool]]:
     """Create keys in the second account until one is refused (at most 11 tries, enough
-    to pass 10 from an empty account); yields the keys made and the refused status
-    (0 when none was refused). Every key made is revoked at the end."""
+    to pass 10 from an empty account); yields the keys made and whether a creation was
+    refused. Every key made is revoked at the end."""
     made: list[CreatedKey] = []
-    refused = 0
+    refused = False
     try:
         for _ in range(KEY_LIMIT + 1):
             try:
                 made.append(adapter.create_key("second", _name("limit"), ["images:generate"]))
             except AdapterError:
-                refused = _last_status(api) or 0
+                refused = True
                 break
         yield made, refused
     finally:
@@ -239,15 +251,13 @@ def _filled_account(api: ApiClient, adapter: Adapter) -> Iterator[tuple[list[Cre
 
 @pytest.mark.destructive
 @pytest.mark.requirement("KEY-LIMIT-01")
-def test_account_with_ten_active_keys_refuses_another(api: ApiClient, adapter: Adapter) -> None:
-    """Creating keys in one account is refused (4xx) before it holds more than 10."""
-    with _filled_account(api, adapter) as (made, refused):
+def test_account_with_ten_active_keys_refuses_another(adapter: Adapter) -> None:
+    """Creating keys in one account is refused before it holds more than 10 (the spec
+    shows no status for the refusal: any answer that creates no key is one)."""
+    with _filled_account(adapter) as (made, refused):
         assert refused, (
             f"KEY-LIMIT-01: expected a refusal before an account holds more than {KEY_LIMIT} "
             f"active keys; {len(made)} keys were created in one account without one"
-        )
-        assert 400 <= refused < 500, (
-            f"KEY-LIMIT-01: expected the 11th active key to be refused with a 4xx, saw {refused}"
         )
         # The refused attempt created nothing: the account is still full.
         try:
@@ -262,7 +272,7 @@ def test_account_with_ten_active_keys_refuses_another(api: ApiClient, adapter: A
 @pytest.mark.requirement("KEY-LIMIT-03")
 def test_revoked_key_frees_a_place_under_the_limit(api: ApiClient, adapter: Adapter) -> None:
     """In a full account, revoking one key lets one more be created."""
-    with _filled_account(api, adapter) as (made, refused):
+    with _filled_account(adapter) as (made, refused):
         if not refused or not made:
             pytest.skip("the account could not be filled (KEY-LIMIT-01 reports why)")
         freed = made.pop()

@@ -43,13 +43,30 @@ CREDIT_TRIALS: Final = 5
 
 
 def _generation_id(response: httpx.Response, requirement_id: str) -> str:
-    assert_status(response, 202, requirement_id)
-    body = response.json()
+    """The id of an accepted submit. Any 2xx is accepted here: the exact 202 is the
+    submit checks' rule, and a binding is judged by where its events go."""
+    assert 200 <= response.status_code < 300, (
+        f"{requirement_id}: expected the submit accepted, saw {describe(response)}"
+    )
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
     assert isinstance(body, dict) and isinstance(body.get("id"), str), (
-        f"{requirement_id}: expected the 202 body to carry the generation id, saw "
-        f"{describe(response)}"
+        f"{requirement_id}: expected the accepted submit's body to carry the generation id, "
+        f"saw {describe(response)}"
     )
     return str(body["id"])
+
+
+def _delivered(endpoint: Endpoint, profile: Profile, requirement_id: str, where: str) -> None:
+    """A delivery arrives at *endpoint* within the delivery deadline."""
+    try:
+        endpoint.wait_for(1, delivery_deadline(profile))
+    except AssertionError as missing:
+        raise AssertionError(
+            f"{requirement_id}: expected a delivery at {where}; {missing}"
+        ) from None
 
 
 def _assert_no_credits_spent(
@@ -108,7 +125,7 @@ def test_target_webhook_url_alone_delivers_to_it(
     """A generation bound with webhook.url delivers its events to that URL."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
     _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-02")
-    endpoint.wait_for(1, delivery_deadline(profile))
+    _delivered(endpoint, profile, "TARGET-BIND-02", "webhook.url")
 
 
 @pytest.mark.requirement("TARGET-ORDER-03")
@@ -204,7 +221,7 @@ def test_target_webhook_id_alone_delivers_to_registered_url(
     webhook = webhooks(endpoint.url)
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.id", "", webhook_id=webhook.id)}
     _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-01")
-    endpoint.wait_for(1, delivery_deadline(profile))
+    _delivered(endpoint, profile, "TARGET-BIND-01", "the registered webhook's URL")
 
 
 @pytest.mark.console

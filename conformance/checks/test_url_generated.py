@@ -108,11 +108,14 @@ def _receiver_address(receiver: Receiver) -> list[ipaddress.IPv4Address | ipaddr
 
 
 def _submit_expecting_400(
-    api: ApiClient, canary: CanaryView, field: TargetKind, url: str, cited: str
+    api: ApiClient, canary: CanaryView, field: TargetKind, url: str, rule: str, detail: str = ""
 ) -> None:
+    """Submit *url* in *field*; a 400 is expected, and no connection to the canaries. The
+    message names every id the case cites (the rule's, and TARGET-BIND-03 with it)."""
+    label = "/".join(_cited(field, rule)) + (f" {detail}" if detail else "")
     body = {"prompt": SUBMIT_PROMPT, **target_body(field, url)}
     response = api.request("POST", SUBMIT, json=body)
-    assert_status(response, 400, f"{cited} ({field}={url[:160]!r})")
+    assert_status(response, 400, f"{label} ({field}={url[:160]!r})")
     canary.assert_no_hits()
 
 
@@ -215,7 +218,7 @@ def test_url_generated_longer_than_2048_answered_400(
 ) -> None:
     """A callback URL on the receiver longer than 2048 characters is refused with 400."""
     url = data.draw(overlong_urls(receiver.url_for("").rstrip("/")), label="url")
-    _submit_expecting_400(api, canary, field, url, f"URL-LEN-02 ({len(url)} characters)")
+    _submit_expecting_400(api, canary, field, url, "URL-LEN-02", f"({len(url)} characters)")
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.asserts import assert_status, describe
 from conformance.client import ApiClient
+from conformance.deliveries import find_record
 from conformance.dns import DnsServer
 from conformance.events import delivery_deadline, target_body
 from conformance.operations import SUBMIT_PROMPT, SetupFailed
@@ -68,10 +69,17 @@ class Exhausted:
     """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
 
     name: str
+    url: str
     delivery_id: str
     generation_id: str
     record: dict[str, Any]
     arrivals: int
+
+
+def _record(records: list[dict[str, Any]], url: str) -> dict[str, Any] | None:
+    """The record of the delivery to *url*: the generation has no other target, so its
+    only record when none names *url* (the record fields are judged elsewhere)."""
+    return find_record(records, url) or (records[0] if len(records) == 1 else None)
 
 
 def _exhaust_then_rebind(
@@ -99,19 +107,23 @@ def _exhaust_then_rebind(
         raise SetupFailed(f"setup: a submit with callback {url!r} answered {describe(response)}")
     generation_id = str(response.json()["id"])
     try:
-        endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
+        arrived = endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
         raise SetupFailed(f"setup: {ATTEMPTS} attempts expected: {missing}") from None
+    # The redeliver path takes the delivery id, which each attempt carries (spec §6).
+    delivery_id = arrived[0].headers.get("X-Service-Delivery")
+    if not delivery_id:
+        raise SetupFailed("setup: the delivery carried no X-Service-Delivery (DLV-HDR-03)")
     deadline = time.monotonic() + profile.timing.tolerance_seconds + 10.0
     while True:
-        records = _deliveries(api, generation_id)
-        if records and records[0].get("outcome") == "exhausted":
+        record = _record(_deliveries(api, generation_id), url)
+        if record is not None and record.get("outcome") == "exhausted":
             break
         if time.monotonic() > deadline:
-            raise SetupFailed(f"setup: the delivery did not end exhausted: {records!r}")
+            raise SetupFailed(f"setup: the delivery did not end exhausted: {record!r}")
         time.sleep(RECORD_POLL_SECONDS)  # polling a record's state, bounded by the deadline
     dns_server.rebind(name, [canary.canary.rebind_host])
-    return Exhausted(name, str(records[0]["id"]), generation_id, records[0], ATTEMPTS)
+    return Exhausted(name, url, delivery_id, generation_id, record, ATTEMPTS)
 
 
 def _redeliver(api: ApiClient, state: Exhausted) -> Any:
@@ -183,10 +195,7 @@ def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
     """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
     state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
     response = _redeliver(api, state)
-    after = next(
-        (r for r in _deliveries(api, state.generation_id) if r.get("id") == state.delivery_id),
-        None,
-    )
+    after = _record(_deliveries(api, state.generation_id), state.url)
     before = {k: state.record.get(k) for k in ("outcome", "attempts")}
     seen = None if after is None else {k: after.get(k) for k in ("outcome", "attempts")}
     assert seen == before, (
