@@ -22,18 +22,9 @@ from conformance.events import RegisteredWebhook, delete_webhook, register_webho
 from conformance.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.receiver import Endpoint
 from conformance.secrets import Secret
-from conformance.signatures import verify_signature
+from conformance.signatures import verify_delivery
 
 pytestmark = pytest.mark.console
-
-#: The delivery headers of spec §6 (neutral names).
-DELIVERY_HEADERS = (
-    "x-service-event",
-    "x-service-delivery",
-    "x-service-attempt",
-    "x-service-generation",
-    "x-service-signature",
-)
 
 
 def _created(response: httpx.Response, requirement_id: str) -> dict[str, object]:
@@ -167,14 +158,13 @@ def test_webhook_test_delivery_is_a_signed_envelope(
     """A test delivery is a POST with the §6 headers, signed with the webhook's secret."""
     api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary")
     delivery = endpoint.wait_for(1, timeout=15.0)[0]
-    missing = [name for name in DELIVERY_HEADERS if name not in delivery.headers]
+    expected = delivery.wire.delivery_headers
+    missing = [name for name in expected if name not in delivery.headers]
     assert delivery.method == "POST" and not missing, (
-        f"CONSOLE-HOOK-04: expected a POST with {list(DELIVERY_HEADERS)}; saw "
+        f"CONSOLE-HOOK-04: expected a POST with {list(expected)}; saw "
         f"{delivery.method}, missing {missing}"
     )
-    verified = verify_signature(
-        delivery.headers.get("x-service-signature"), delivery.raw_body, webhook.secret
-    )
+    verified = verify_delivery(delivery, webhook.secret, label="the webhook's whsec_ secret")
     assert verified.ok, f"CONSOLE-HOOK-04: {verified.message}"
 
 

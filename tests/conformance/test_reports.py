@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conformance.catalog import Level, Need, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.reports import (
     RunInfo,
     new_report_dir,
@@ -176,8 +176,10 @@ def test_reports_public_surface() -> None:
     from conformance import reports
 
     assert reports.__all__ == [
+        "ALLURE_DIR",
         "HTML_NAME",
         "JSON_NAME",
+        "JUNIT_NAME",
         "RunInfo",
         "new_report_dir",
         "redact_tree",
