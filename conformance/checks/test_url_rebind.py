@@ -111,9 +111,10 @@ def _exhaust_then_rebind(
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
         raise SetupFailed(f"setup: {ATTEMPTS} attempts expected: {missing}") from None
     # The redeliver path takes the delivery id, which each attempt carries (spec §6).
-    delivery_id = arrived[0].headers.get("X-Service-Delivery")
+    delivery_id = arrived[0].header("Delivery")
     if not delivery_id:
-        raise SetupFailed("setup: the delivery carried no X-Service-Delivery (DLV-HDR-03)")
+        name = arrived[0].wire.header("Delivery")
+        raise SetupFailed(f"setup: the delivery carried no {name} (DLV-HDR-03)")
     deadline = time.monotonic() + profile.timing.tolerance_seconds + 10.0
     while True:
         record = _record(_deliveries(api, generation_id), url)
