@@ -228,7 +228,7 @@ def test_url_name_resolving_to_private_address_answered_400(
     response = api.request(
         "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
     )
-    assert_status(response, 400, f"URL-RESOLVE-02 ({name} -> {address})")
+    assert_status(response, 400, "URL-RESOLVE-02")  # the name resolves to *address*
     canary.assert_no_hits()
 
 
@@ -242,5 +242,5 @@ def test_url_name_resolving_to_public_and_private_answered_400(
     response = api.request(
         "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
     )
-    assert_status(response, 400, f"URL-RESOLVE-03 ({name} -> receiver, 10.0.0.1)")
+    assert_status(response, 400, "URL-RESOLVE-03")
     canary.assert_no_hits()
