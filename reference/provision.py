@@ -25,8 +25,8 @@ import tomli_w
 from genapi_spec import API_VERSION
 from reference import accounts
 from reference.auth import SCOPES, signing_secret_for
-from reference.generations import CANCEL_MARK, FAIL_MARK
 from reference.store import Store
+from reference.worker import CANCEL_MARK, FAIL_MARK
 
 __all__ = ["ACCOUNTS", "provision"]
 
@@ -121,7 +121,9 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "base_url": config.base_url,
         "key_prefix": config.key_prefix,
         "api_version": API_VERSION,
-        "adapter": "reference",
+        # The console paths above are the reference's own (the spec shows none): the
+        # suite ships them as a declaration preset.
+        "adapter": {"preset": "reference"},
         "keys": keys,
         "sessions": sessions,
         "receiver": {"listen_host": "127.0.0.1", "listen_port": 0, "public_url": ""},
