@@ -11,9 +11,9 @@ characters. Two sources of URLs feed the checks in ``conformance/checks/test_url
   each range and how firmly it is held, a spelling of it, an IPv6 form that embeds it, a
   length just past 2048, a scheme that is not http(s)).
 
-Which requirement a URL breaks is data, never code here; :func:`cited` adds the one
-consequence the checks share (a broken MUST rule in webhook.url also breaks
-TARGET-BIND-03).
+Which requirement a URL breaks is data, never code here; the one
+consequence the checks share: :func:`case_ids` (a broken MUST rule in webhook.url also
+breaks TARGET-BIND-03).
 
 Safety. Every URL submitted is the receiver's or one the implementation must reject, and
 a wrongly accepted one must not reach a host off the machine in any harmful way:
@@ -63,7 +63,7 @@ __all__ = [
     "UrlVector",
     "aim",
     "bad_schemes",
-    "cited",
+    "case_ids",
     "embedded_ipv6_hosts",
     "embedding_requirement",
     "fixture_vectors",
@@ -98,7 +98,7 @@ def is_must(requirement_id: str) -> bool:
     return load_catalog()[requirement_id].level is Level.MUST
 
 
-def cited(field: str, *ids: str) -> tuple[str, ...]:
+def case_ids(field: str, *ids: str) -> tuple[str, ...]:
     """The ids a case that submits a URL in *field* cites.
 
     With webhook.url, a URL that breaks only MUST rules also breaks TARGET-BIND-03; a URL
