@@ -102,8 +102,8 @@ def case_ids(field: str, *ids: str) -> tuple[str, ...]:
     """The ids a case that submits a URL in *field* cites.
 
     With webhook.url, a URL that breaks only MUST rules also breaks TARGET-BIND-03; a URL
-    judged by an interpretation (a recent registry entry, a deprecated range) stays a
-    warning in either field and cites nothing stated.
+    judged by an interpretation (a recent registry entry, a deprecated range) cites no MUST
+    in either field, so accepting it can only warn.
     """
     if field == "webhook.url" and all(is_must(i) for i in ids):
         return (*ids, WEBHOOK_URL_RULES)

@@ -156,7 +156,8 @@ def test_url_generated_host_in_non_public_range_answered_400(
             spellings = spellings.filter(lambda pair: not pair[1])
         host = data.draw(spellings, label="spelling")[0]
     url = aim(f"http://{host}:9/conformance", _canary_port(profile, canary))
-    _submit_expecting_400(api, canary, field, url, entry.judged())
+    why = f"a numeric spelling in {entry.describe()}" if form == "spelled" else entry.judged()
+    _submit_expecting_400(api, canary, field, url, why)
 
 
 #: The two kinds of embedding the generated check tells apart: the IPv4-mapped form
