@@ -120,8 +120,8 @@ def _submit_expecting_400(
     response = api.request("POST", SUBMIT, json=body)
     if response.status_code != 400:
         fail(
-            f"POST {SUBMIT} with {field}={url[:160]!r}: expected 400, saw {describe(response)} "
-            f"({why})"
+            f"POST {SUBMIT} with {field}={url[:160]!r} ({why}): expected 400, "
+            f"saw {describe(response)}"
         )
     canary.assert_no_hits()
 

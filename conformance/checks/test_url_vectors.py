@@ -79,8 +79,8 @@ def test_url_vector_breaking_rule_answered_400(
     )
     if response.status_code != 400:
         fail(
-            f"POST {SUBMIT} with {field}={url!r}: expected 400, saw {describe(response)} "
-            f"({vector.context()})"
+            f"POST {SUBMIT} with {field}={url!r} ({vector.context()}): expected 400, "
+            f"saw {describe(response)}"
         )
     canary.assert_no_hits()
 
@@ -96,6 +96,6 @@ def test_url_vector_on_receiver_accepted(
     )
     if response.status_code != 202:
         fail(
-            f"POST {SUBMIT} with {field}={url[:120]!r}: expected 202, saw {describe(response)} "
-            f"({vector.why})"
+            f"POST {SUBMIT} with {field}={url[:120]!r} ({vector.why}): expected 202, "
+            f"saw {describe(response)}"
         )
