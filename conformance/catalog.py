@@ -13,6 +13,10 @@ areas), and offers it as typed, immutable objects::
     requirement = catalog["SIG-HMAC-01"]
     musts = catalog.by_level()[Level.MUST]
 
+An entry's ``quote`` holds the spec text that states it, so that a reader (and a vendor)
+can hold the check against the spec's own words; each quote must occur in the spec
+(whitespace collapsed), or the catalog does not load.
+
 A broken catalog raises :class:`CatalogError` whose message names the entry (its index
 and id) and the problem, so a bad edit is found at once rather than as a confusing
 failure in a check.
@@ -34,6 +38,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from conformance.findings import Bands
+from genapi_spec import spec_text
 
 __all__ = [
     "ID_PATTERN",
@@ -46,6 +51,7 @@ __all__ = [
     "Timing",
     "catalog_schema",
     "load_catalog",
+    "normalise_space",
     "parse_catalog",
     "unknown_ids",
 ]
@@ -135,6 +141,8 @@ class Requirement:
     notes: str | None = None
     party: Party = Party.SERVICE
     timing: Timing | None = None
+    #: The spec text that states the requirement, single-spaced (see :func:`normalise_space`).
+    quotes: tuple[str, ...] = ()
 
     @property
     def topic(self) -> str:
@@ -213,6 +221,11 @@ class Catalog:
         """Requirements grouped by level (every level present, possibly empty)."""
         return {level: tuple(r for r in self.requirements if r.level is level) for level in Level}
 
+    def unquoted_musts(self) -> tuple[Requirement, ...]:
+        """The MUST requirements that quote no spec text (a MUST is a rule the spec states,
+        so each one should say where)."""
+        return tuple(r for r in self.requirements if r.level is Level.MUST and not r.quotes)
+
     def unknown(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` that the catalog does not hold, once each, in order."""
         return list(dict.fromkeys(i for i in ids if i not in self._by_id))
@@ -228,9 +241,17 @@ def catalog_schema() -> dict[str, Any]:
 
 @cache
 def load_catalog() -> Catalog:
-    """The catalog shipped with the suite, validated (read once per process)."""
+    """The catalog shipped with the suite, validated against its schema and its quotes
+    against the spec text (read once per process)."""
     text = resources.files(_PACKAGE).joinpath(_CATALOG_FILE).read_text(encoding="utf-8")
-    return parse_catalog(text, source=f"{_PACKAGE}/{_CATALOG_FILE}")
+    return parse_catalog(text, source=f"{_PACKAGE}/{_CATALOG_FILE}", spec=spec_text())
+
+
+def normalise_space(text: str) -> str:
+    """*text* with every run of whitespace (line breaks included) collapsed to one space
+    and the ends stripped: how a quote is compared with the spec, whose sentences wrap
+    across lines."""
+    return " ".join(text.split())
 
 
 def unknown_ids(ids: Iterable[str]) -> list[str]:
@@ -238,8 +259,12 @@ def unknown_ids(ids: Iterable[str]) -> list[str]:
     return load_catalog().unknown(ids)
 
 
-def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
-    """Parse and validate catalog YAML text; raise :class:`CatalogError` if it is broken."""
+def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = None) -> Catalog:
+    """Parse and validate catalog YAML text; raise :class:`CatalogError` if it is broken.
+
+    With *spec* (the spec's Markdown text), every quote must also occur in it, compared
+    single-spaced (:func:`normalise_space`).
+    """
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -248,7 +273,7 @@ def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
     problems = _schema_problems(document)
     if not problems:
         # Only a schema-valid document has the shape the semantic rules assume.
-        problems = _semantic_problems(document)
+        problems = _semantic_problems(document, None if spec is None else normalise_space(spec))
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         more = len(problems) - len(shown)
@@ -275,23 +300,30 @@ def _requirement(entry: Mapping[str, Any]) -> Requirement:
         area=match["area"],
         section=entry["section"],
         heading=entry["heading"],
-        statement=" ".join(entry["statement"].split()),
+        statement=normalise_space(entry["statement"]),
         level=Level(entry["level"]),
         needs=tuple(Need(n) for n in entry["needs"]),
-        notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
+        notes=normalise_space(entry["notes"]) if "notes" in entry else None,
         party=Party(entry.get("party", Party.SERVICE)),
         timing=_timing(entry["timing"]) if "timing" in entry else None,
+        quotes=_quotes(entry),
     )
 
 
 def _timing(entry: Mapping[str, Any]) -> Timing:
     low, high = entry["expected"]
     return Timing(
-        measures=" ".join(entry["measures"].split()),
+        measures=normalise_space(entry["measures"]),
         expected=(float(low), float(high)),
         slack=float(entry["slack"]),
-        rationale=" ".join(entry["rationale"].split()),
+        rationale=normalise_space(entry["rationale"]),
     )
+
+
+def _quotes(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """An entry's ``quote`` (one string or a list of them) as single-spaced strings."""
+    quote = entry.get("quote", ())
+    return tuple(normalise_space(q) for q in ([quote] if isinstance(quote, str) else quote))
 
 
 def _entry_label(document: Any, path: Iterable[Any]) -> str:
@@ -315,7 +347,8 @@ def _schema_problems(document: Any) -> list[str]:
     return [f"{_entry_label(document, error.path)}: {error.message}" for error in errors]
 
 
-def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
+def _semantic_problems(document: Mapping[str, Any], spec: str | None) -> list[str]:
+    """Unique ids, declared areas and, given the single-spaced *spec*, quotes found in it."""
     problems: list[str] = []
     areas = document["areas"]
     first_index: dict[str, int] = {}
@@ -333,5 +366,11 @@ def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"{label}: area {match['area']!r} is not declared under `areas` "
                 f"(declared: {', '.join(areas)})"
+            )
+        if spec is not None:
+            problems.extend(
+                f"{label}: quote not found in the spec (whitespace collapsed): {quote!r}"
+                for quote in _quotes(entry)
+                if quote not in spec
             )
     return problems

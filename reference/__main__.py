@@ -23,7 +23,7 @@ import uvicorn
 
 from reference.app import build_service, create_app
 from reference.config import Config, load_master_secret
-from reference.faults import FAULTS, Faults, UnknownFault
+from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
 from reference.provision import provision
 from reference.store import Store
@@ -211,7 +211,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def serve(args: argparse.Namespace) -> int:
     try:
-        faults = Faults(frozenset(args.fault))
+        faults = known(args.fault)
     except UnknownFault as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -234,12 +234,12 @@ def serve(args: argparse.Namespace) -> int:
         egress=args.egress,
         delivery_timeout_s=args.delivery_timeout,
         delivery_timer_slack_s=args.timer_slack,
-        faults=faults.enabled,
+        faults=faults,
         master_secret=load_master_secret(store),
     )
     _warn_non_default(config)
-    if faults.enabled:
-        log_event("warning", message="faults injected", faults=sorted(faults.enabled))
+    if faults:
+        log_event("warning", message="faults injected", faults=sorted(faults))
     service = build_service(config, store)
     if args.provision is not None:
         provision(service, args.provision)

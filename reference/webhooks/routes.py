@@ -8,8 +8,6 @@ accounts cannot be probed).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -17,8 +15,7 @@ from starlette.routing import BaseRoute, Route
 from reference.auth import require_key, require_session
 from reference.bodies import read_json_object
 
-if TYPE_CHECKING:
-    from .service import WebhookService
+from .service import WebhookService
 
 __all__ = ["webhook_routes"]
 
