@@ -39,7 +39,8 @@ import httpx
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from .profile import ReceiverProfile, WireProfile
+from .profile import ReceiverProfile
+from .wire import WireProfile
 
 __all__ = [
     "Canary",

@@ -99,10 +99,11 @@ def test_keys_of_every_account_share_one_prefix(profile: Profile) -> None:
         pytest.skip("needs keys of two accounts (e.g. [keys.foreign] with account = 'second')")
     primary = profile.key("primary").key.reveal()
     head, underscore, _ = primary.partition("_")
-    # Only the prefix is ever quoted: the rest of a key is its secret.
-    assert underscore and len(head) <= 16, (
-        "KEY-PREFIX-02: expected the primary key to start with a short prefix and '_'"
-    )
+    # Only the prefix is ever quoted: the rest of a key is its secret. The spec gives the
+    # prefix no length; a primary key without a short head before "_" shows no prefix to
+    # compare (KEY-PREFIX-01 judges the profile's key_prefix).
+    if not underscore or len(head) > 16:
+        pytest.skip("the primary key shows no short prefix before '_' to compare with")
     prefix = head + "_"
     wrong = sorted(
         f"{role} (account {k.account})"
@@ -201,21 +202,16 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
 # -- scopes ------------------------------------------------------------------------------
 
 
-def _scope_ids(scope: str) -> tuple[str, str]:
-    """(the requirement that a key can be created with *scope*, the one that it then
-    carries exactly that scope). The dashboard offers the first three scopes (SCOPE-NAMES-02);
-    how a key gets the other two is not shown (SCOPE-NAMES-01, an interpretation, which
-    then also owns what its key carries)."""
-    if scope in DASHBOARD_SCOPES:
-        return "SCOPE-NAMES-02", "KEY-SCOPE-01"
-    return "SCOPE-NAMES-01", "SCOPE-NAMES-01"
+def _scope_id(scope: str) -> str:
+    """The requirement that a key can be created with *scope* (and then carries exactly
+    it): the dashboard offers the first three scopes (SCOPE-NAMES-02); how a key gets the
+    other two is not shown (SCOPE-NAMES-01, an interpretation)."""
+    return "SCOPE-NAMES-02" if scope in DASHBOARD_SCOPES else "SCOPE-NAMES-01"
 
 
 def _scope_cases() -> list[object]:
     return [
-        pytest.param(
-            scope, id=scope, marks=pytest.mark.requirement(*dict.fromkeys(_scope_ids(scope)))
-        )
+        pytest.param(scope, id=scope, marks=pytest.mark.requirement(_scope_id(scope)))
         for scope in SCOPES
     ]
 
@@ -223,14 +219,24 @@ def _scope_cases() -> list[object]:
 @pytest.mark.parametrize("scope", _scope_cases())
 def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> None:
     """A key can be created with this one scope, and its detail view shows exactly it."""
-    created_id, carried_id = _scope_ids(scope)
+    requirement_id = _scope_id(scope)
     try:
         with _created_key(adapter, _name(f"scope-{scope.replace(':', '-')}"), [scope]) as created:
             detail = adapter.key_detail("primary", created.id)
     except AdapterError as error:
-        pytest.fail(f"{created_id}: expected a key with the scope {scope!r}; {error}")
+        pytest.fail(f"{requirement_id}: expected a key with the scope {scope!r}; {error}")
     assert detail.scopes == [scope], (
-        f"{carried_id}: expected the key to carry exactly [{scope!r}], saw {detail.scopes!r}"
+        f"{requirement_id}: expected the key to carry exactly [{scope!r}], saw {detail.scopes!r}"
+    )
+
+
+@pytest.mark.requirement("KEY-SCOPE-01")
+def test_key_scopes_are_scope_names(adapter: Adapter) -> None:
+    """A key's scopes (its detail view) are one or more of the five scope names."""
+    with _created_key(adapter, _name("scopes"), list(DASHBOARD_SCOPES)) as created:
+        scopes = adapter.key_detail("primary", created.id).scopes
+    assert isinstance(scopes, list) and scopes and all(s in SCOPES for s in scopes), (
+        f"KEY-SCOPE-01: expected one or more of the scope names {list(SCOPES)}, saw {scopes!r}"
     )
 
 
@@ -272,18 +278,18 @@ def test_key_is_refused_on_first_request_after_revocation(api: ApiClient, adapte
 
 
 @contextmanager
-def _filled_account(adapter: Adapter) -> Iterator[tuple[list[CreatedKey], int]]:
+def _filled_account(adapter: Adapter) -> Iterator[tuple[list[CreatedKey], bool]]:
     """Create keys in the second account until one is refused (at most 11 tries, enough
-    to pass 10 from an empty account); yields the keys made and the refused status
-    (0 when none was refused). Every key made is revoked at the end."""
+    to pass 10 from an empty account); yields the keys made and whether a creation was
+    refused. Every key made is revoked at the end."""
     made: list[CreatedKey] = []
-    refused = 0
+    refused = False
     try:
         for _ in range(KEY_LIMIT + 1):
             try:
                 made.append(adapter.create_key("second", _name("limit"), ["images:generate"]))
-            except AdapterError as error:
-                refused = error.status or 0
+            except AdapterError:
+                refused = True
                 break
         yield made, refused
     finally:
@@ -294,14 +300,12 @@ def _filled_account(adapter: Adapter) -> Iterator[tuple[list[CreatedKey], int]]:
 @pytest.mark.destructive
 @pytest.mark.requirement("KEY-LIMIT-01")
 def test_account_with_ten_active_keys_refuses_another(adapter: Adapter) -> None:
-    """Creating keys in one account is refused (4xx) before it holds more than 10."""
+    """Creating keys in one account is refused before it holds more than 10 (the spec
+    shows no status for the refusal: any answer that creates no key is one)."""
     with _filled_account(adapter) as (made, refused):
         assert refused, (
             f"KEY-LIMIT-01: expected a refusal before an account holds more than {KEY_LIMIT} "
             f"active keys; {len(made)} keys were created in one account without one"
-        )
-        assert 400 <= refused < 500, (
-            f"KEY-LIMIT-01: expected the 11th active key to be refused with a 4xx, saw {refused}"
         )
         # The refused attempt created nothing: the account is still full.
         try:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from conformance.profile import ReceiverProfile, WireProfile
+from conformance.profile import ReceiverProfile
 from conformance.receiver import (
     Canary,
     Delivery,
@@ -27,6 +27,7 @@ from conformance.receiver import (
     Reply,
 )
 from conformance.signatures import verify_delivery
+from conformance.wire import WireProfile
 
 TIMEOUT = httpx.Timeout(5.0)
 
