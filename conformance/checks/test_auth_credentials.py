@@ -2,7 +2,7 @@
 Bearer <API_KEY>", §5.1, §5.4, §7).
 
 Every check runs on every /v1 operation of the OpenAPI document, against real resources
-of the primary account (:class:`~conformance.operations.OperationPaths`): a refusal only
+of the primary account (:class:`~conformance.judge.operations.OperationPaths`): a refusal only
 means something where the same request with a good key is served, which
 ``test_v1_request_with_valid_key_is_served`` shows. The spec does not show the status
 for a missing or invalid key (§7), so the MUST checks accept any 4xx refusal; that it is
@@ -25,12 +25,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.asserts import assert_not_refused_for_auth, assert_refused, describe
-from conformance.client import ApiClient
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import Profile
-from conformance.receiver import Receiver
+from conformance.judge.asserts import assert_not_refused_for_auth, assert_refused, describe
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Every /v1 operation the spec states (extensions are not requirements).
 V1_OPERATIONS = [pytest.param(op, id=op.param_id) for op in operations() if op.public]

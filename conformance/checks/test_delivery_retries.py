@@ -16,7 +16,8 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.deliveries import (
+from conformance.judge.operations import SetupFailed
+from conformance.observe.deliveries import (
     Chain,
     Chains,
     arrival_gaps,
@@ -25,11 +26,10 @@ from conformance.deliveries import (
     submit_with_target,
     wait_for_record,
 )
-from conformance.events import COMPLETED
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Delivery, Receiver, Reply
+from conformance.observe.events import COMPLETED
+from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 #: Spec §6 Behaviour: attempts, and the backoff before the 2nd and 3rd.
 ATTEMPTS: Final = 3

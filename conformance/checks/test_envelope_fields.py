@@ -1,7 +1,7 @@
 """The event envelope's own fields (spec §2 Event envelope, §6 Delivery request, §9
 Versioning), judged on bodies delivered to each kind of target.
 
-The generations are set up once for the module (:class:`conformance.events.EventLab`);
+The generations are set up once for the module (:class:`conformance.observe.events.EventLab`);
 each check judges one statement on what arrived.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conformance.events import (
+from conformance.observe.events import (
     COMPLETED,
     ENVELOPE_FIELDS,
     FAILED,
@@ -24,9 +24,9 @@ from conformance.events import (
     SetupFailed,
     event_lab,
 )
-from conformance.profile import Profile
-from conformance.receiver import Receiver
+from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.client import ApiClient
-from conformance.deliveries import submit_with_target
-from conformance.events import (
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.observe.deliveries import submit_with_target
+from conformance.observe.events import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -32,10 +32,10 @@ from conformance.events import (
     wait_for_event,
     wait_until_settled,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint, Receiver
+from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
 

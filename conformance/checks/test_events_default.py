@@ -6,16 +6,16 @@ Each check submits a generation (set-up: a refused submit is an error, not a ver
 waits for the event at a fresh endpoint, with a deadline from the profile
 (``sandbox.max_generation_seconds`` plus one attempt). The spec says which events are
 sent, not in which order beside others: the expected event is looked for among the
-first arrivals (:func:`~conformance.events.wait_for_event`).
+first arrivals (:func:`~conformance.observe.events.wait_for_event`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.client import ApiClient
-from conformance.deliveries import submit_with_target
-from conformance.events import (
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.observe.deliveries import submit_with_target
+from conformance.observe.events import (
     COMPLETED,
     FAILED,
     TargetKind,
@@ -23,9 +23,9 @@ from conformance.events import (
     target_body,
     wait_for_event,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 DEFAULT_TARGETS = [
     pytest.param("webhook.url", id="webhook-url-no-events"),

@@ -22,10 +22,10 @@ from typing import Final
 import httpx
 import pytest
 
-from conformance.adapters import Adapter, AdapterError, CreatedKey
-from conformance.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, assert_refused
-from conformance.client import ApiClient
-from conformance.profile import SCOPES, Profile
+from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, assert_refused
+from conformance.target.adapters import Adapter, AdapterError, CreatedKey
+from conformance.target.client import ApiClient
+from conformance.target.profile import SCOPES, Profile
 
 #: The cheapest authenticated /v1 request (spec §4: API key, no scope).
 TIER = "/v1/account/tier"

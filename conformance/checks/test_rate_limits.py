@@ -37,12 +37,12 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import credits_used_today, describe
-from conformance.client import ApiClient, Recorder, parse_retry_after
-from conformance.events import delivery_deadline
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint
+from conformance.judge.asserts import credits_used_today, describe
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.events import delivery_deadline
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.target.client import ApiClient, Recorder, parse_retry_after
+from conformance.target.profile import Profile
 
 ROLE: Final = "low-limit"
 TIER_PATH: Final = "/v1/account/tier"

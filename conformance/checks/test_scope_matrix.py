@@ -18,14 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
-from conformance.client import ApiClient
 from conformance.findings import fail
-from conformance.fixtures import run_profile
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import KeyProfile, Profile
-from conformance.receiver import Receiver
+from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Receiver
+from conformance.run.fixtures import run_profile
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import KeyProfile, Profile
 
 #: Requirement ids per scope: (outside the scope → 403, inside → not refused).
 _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from conformance import events
-from conformance.client import ApiClient, Recorder
-from conformance.events import (
+from conformance.observe.events import (
     CANCELLED,
     EventLab,
     Scenario,
@@ -25,8 +24,9 @@ from conformance.events import (
     wait_for_event,
     wait_until_settled,
 )
-from conformance.profile import CapabilityMissing, Profile, parse_profile
-from conformance.receiver import DeliveryTimeout, Receiver
+from conformance.observe.receiver import DeliveryTimeout, Receiver
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import CapabilityMissing, Profile, parse_profile
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"
