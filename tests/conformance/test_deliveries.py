@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance import deliveries
 from conformance.judge.operations import SetupFailed
+from conformance.observe import deliveries
 from conformance.observe.deliveries import (
     Chain,
     Chains,
