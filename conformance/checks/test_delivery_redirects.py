@@ -53,7 +53,7 @@ def test_redirect_location_receives_nothing(lab: Redirects, profile: Profile, st
     """A redirect reply is not followed: its Location URL receives no request."""
     chain = lab[f"redirect-{status}"]
     location = lab.locations[status]
-    chain.wait_for(1, "DLV-REDIRECT-01 (a first attempt)")
+    chain.wait_for(1, "a first attempt")
     try:  # a follow is sent at once after the redirect reply
         location.wait_for(1, QUIET_SECONDS + profile.timing.tolerance_seconds)
     except AssertionError:
@@ -74,4 +74,4 @@ def test_redirect_reply_is_failed_attempt_and_retried(
 ) -> None:
     """A redirect reply is a failed attempt: the target itself gets a retry."""
     chain = lab[f"redirect-{status}"]
-    chain.wait_for(2, f"DLV-REDIRECT-02 (a retry after a {status} reply)")
+    chain.wait_for(2, f"a retry after a {status} reply")

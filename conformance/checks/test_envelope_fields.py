@@ -21,12 +21,12 @@ from conformance.observe.events import (
     EventLab,
     Generated,
     Scenario,
-    SetupFailed,
     event_lab,
 )
 from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

@@ -20,18 +20,20 @@ from conformance.observe.events import (
     CANCELLED,
     COMPLETED,
     FAILED,
-    QUIET_AFTER_SETTLED_SECONDS,
     EventLab,
     Scenario,
     TargetKind,
-    delivery_deadline,
     event_lab,
-    event_of,
     target_body,
+)
+from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import (
+    QUIET_AFTER_SETTLED_SECONDS,
+    event_of,
     wait_for_event,
     wait_until_settled,
 )
-from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile

@@ -38,8 +38,8 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import credits_used_today, describe
-from conformance.observe.events import delivery_deadline
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed

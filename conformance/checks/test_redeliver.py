@@ -67,7 +67,7 @@ def _exhausted(lab: Chains, name: str) -> tuple[Chain, str, dict[str, Any]]:
     """Set-up: the chain's three attempts made and its record exhausted; the delivery id."""
     chain = lab[name]
     try:
-        arrived = chain.wait_for(ATTEMPTS, "set-up")
+        arrived = chain.wait_for(ATTEMPTS, "set-up: the attempts of the delivery to redeliver")
     except AssertionError as missing:  # the attempts are judged by test_delivery_retries
         raise SetupFailed(str(missing)) from None
     record = wait_for_record(
@@ -275,7 +275,7 @@ def test_failed_redelivery_is_not_retried(refused: Redelivered, profile: Profile
     _arrival(refused, "REDLV-ONCE-01")
     quiet = QUIET_SECONDS + profile.timing.tolerance_seconds
     refused.chain.assert_arrivals(
-        ATTEMPTS + 1, quiet, "REDLV-ONCE-01 (3 attempts, then one redelivery, no retry of it)"
+        ATTEMPTS + 1, quiet, "3 attempts, then one redelivery, no retry of it"
     )
 
 
@@ -320,7 +320,7 @@ def test_redeliver_of_other_accounts_delivery_answered_404(
     chain, delivery_id, _ = _exhausted(lab, "foreign")
     response = api.request("POST", _path(delivery_id), role=foreign.role)
     assert_status(response, 404, "REDLV-FOREIGN-01")
-    chain.assert_arrivals(ATTEMPTS, 2.0, "REDLV-FOREIGN-01 (the refused redeliver sends nothing)")
+    chain.assert_arrivals(ATTEMPTS, 2.0, "the refused redeliver sends nothing")
 
 
 @pytest.mark.requirement("REDLV-FOREIGN-01")

@@ -17,7 +17,6 @@ import pytest
 from conformance.observe.events import (
     EventLab,
     Scenario,
-    delivery_deadline,
     event_lab,
     other_key,
     signing_secret,
@@ -25,6 +24,7 @@ from conformance.observe.events import (
 )
 from conformance.observe.receiver import Endpoint, Receiver
 from conformance.observe.signatures import verify_delivery
+from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Redactor, Secret
 from conformance.target.adapters import Adapter
 from conformance.target.client import ApiClient

@@ -17,18 +17,13 @@ import pytest
 
 from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
 from conformance.judge.strategies import must_reject_vector
-from conformance.observe.events import (
-    RegisteredWebhook,
-    TargetKind,
-    delete_webhook,
-    delivery_deadline,
-    register_webhook,
-    target_body,
-)
+from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Endpoint
+from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"
