@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_refused, describe
-from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.observe.receiver import Receiver
-from conformance.secrets import Redactor
+from conformance.judge.operations import Operation, OperationPaths, operations
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 
@@ -40,10 +39,9 @@ TIER = "/v1/account/tier"
 
 
 @pytest.fixture(scope="module")
-def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[OperationPaths]:
+def paths(labs: Labs) -> OperationPaths:
     """Real ids of the primary account for the operations' path parameters."""
-    with operation_paths(profile, redactor, receiver, "auth-credentials") as found:
-        yield found
+    return labs.paths("auth-credentials")
 
 
 def _send(api: ApiClient, paths: OperationPaths, op: Operation, **kwargs: Any) -> httpx.Response:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Final
 
@@ -24,14 +23,13 @@ from conformance.observe.deliveries import (
     OUTCOMES,
     Chain,
     Chains,
-    chains,
     records_of,
     submit_with_target,
     wait_for_record,
 )
 from conformance.observe.events import COMPLETED
-from conformance.observe.receiver import Endpoint, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.receiver import Endpoint, Reply
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
@@ -71,14 +69,14 @@ _ISO_WITH_OFFSET = re.compile(
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "records") as made:
-        made.start("delivered", [Reply(DELIVERED)])
-        made.start("exhausted", [Reply(status) for status in FAILING])
-        made.start("callback", [Reply(200)], kind="callback_url")
-        if profile.sessions:
-            made.start("registered", [Reply(200)], kind="webhook.id")
-        yield made
+def lab(labs: Labs, profile: Profile) -> Chains:
+    made = labs.chains("records")
+    made.start("delivered", [Reply(DELIVERED)])
+    made.start("exhausted", [Reply(status) for status in FAILING])
+    made.start("callback", [Reply(200)], kind="callback_url")
+    if profile.sessions:
+        made.start("registered", [Reply(200)], kind="webhook.id")
+    return made
 
 
 def _arrivals(name: str) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
@@ -20,7 +19,6 @@ from conformance.observe.deliveries import (
     Chain,
     Chains,
     arrival_gaps,
-    chains,
     submit_with_target,
     wait_for_record,
 )
@@ -28,7 +26,7 @@ from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.observe.timing import BACKOFF_SECONDS as BACKOFF
 from conformance.observe.timing import judge_timing
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
 
@@ -61,20 +59,20 @@ def _closed_port_url(receiver: Receiver) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "retries") as made:
-        refused = _closed_port_url(receiver)
-        if refused is not None:
-            try:
-                made.memo["refused"] = (refused, submit_with_target(made.client, refused))
-            except SetupFailed as error:
-                made.memo["refused"] = error
-        made.start("always-500", [Reply(500)])
-        for status in SUCCESS_STATUSES:
-            made.start(f"ok-{status}", [Reply(status)])
-        for status in FAILURE_STATUSES:
-            made.start(f"fail-{status}-then-200", [Reply(status), Reply(200)])
-        yield made
+def lab(labs: Labs, receiver: Receiver) -> Chains:
+    made = labs.chains("retries")
+    refused = _closed_port_url(receiver)
+    if refused is not None:
+        try:
+            made.memo["refused"] = (refused, submit_with_target(made.client, refused))
+        except SetupFailed as error:
+            made.memo["refused"] = error
+    made.start("always-500", [Reply(500)])
+    for status in SUCCESS_STATUSES:
+        made.start(f"ok-{status}", [Reply(status)])
+    for status in FAILURE_STATUSES:
+        made.start(f"fail-{status}-then-200", [Reply(status), Reply(200)])
+    return made
 
 
 def _arrived(chain: Chain, count: int, what: str) -> list[Delivery]:

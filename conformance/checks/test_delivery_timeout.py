@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Final
 
 import pytest
 
-from conformance.observe.deliveries import Chains, arrival_gaps, chains, wait_for_record
-from conformance.observe.receiver import Receiver, Reply
+from conformance.observe.deliveries import Chains, arrival_gaps, wait_for_record
+from conformance.observe.receiver import Reply
 from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS as TIMEOUT
 from conformance.observe.timing import BACKOFF_SECONDS as BACKOFF
 from conformance.observe.timing import judge_timing
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 
 pytestmark = pytest.mark.slow
@@ -37,11 +36,11 @@ RECORD_SETTLE_SECONDS: Final = 5.0
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "timeout") as made:
-        made.start("silent", [Reply(200, delay=SILENT_HOLD)])
-        made.start("slow-200", [Reply(200, delay=SLOW_REPLY)])
-        yield made
+def lab(labs: Labs) -> Chains:
+    made = labs.chains("timeout")
+    made.start("silent", [Reply(200, delay=SILENT_HOLD)])
+    made.start("slow-200", [Reply(200, delay=SLOW_REPLY)])
+    return made
 
 
 @pytest.mark.requirement("DLV-RETRY-02")

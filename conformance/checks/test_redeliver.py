@@ -12,7 +12,6 @@ once by a module fixture, so several checks judge one redelivery: the target ans
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,9 +19,9 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
-from conformance.observe.deliveries import OUTCOMES, Chain, Chains, chains, wait_for_record
-from conformance.observe.receiver import Delivery, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.deliveries import OUTCOMES, Chain, Chains, wait_for_record
+from conformance.observe.receiver import Delivery, Reply
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
@@ -99,13 +98,13 @@ def _redeliver(lab: Chains, name: str) -> Redelivered:
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "redeliver") as made:
-        # Three failed attempts, then the redelivery's reply (the last one repeats).
-        made.start("ok", [Reply(500)] * ATTEMPTS + [Reply(200)])
-        made.start("refused", [Reply(500)] * (ATTEMPTS + 1) + [Reply(200)])
-        made.start("foreign", [Reply(500)])
-        yield made
+def lab(labs: Labs) -> Chains:
+    made = labs.chains("redeliver")
+    # Three failed attempts, then the redelivery's reply (the last one repeats).
+    made.start("ok", [Reply(500)] * ATTEMPTS + [Reply(200)])
+    made.start("refused", [Reply(500)] * (ATTEMPTS + 1) + [Reply(200)])
+    made.start("foreign", [Reply(500)])
+    return made
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,13 @@ their cases need the adapter and only warn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conformance.findings import fail
 from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
-from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.observe.receiver import Receiver
+from conformance.judge.operations import Operation, OperationPaths, operations
 from conformance.run.fixtures import run_profile
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import KeyProfile, Profile
 
@@ -145,10 +142,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="module")
-def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[OperationPaths]:
+def paths(labs: Labs) -> OperationPaths:
     """Real ids of the primary account for the unscoped operations' path parameters."""
-    with operation_paths(profile, redactor, receiver, "scope-matrix") as found:
-        yield found
+    return labs.paths("scope-matrix")
 
 
 # Requirement ids come with each case (per endpoint); see _IDS.
