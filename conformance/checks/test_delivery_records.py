@@ -446,4 +446,4 @@ def test_generation_deliveries_of_other_account_answered_404(
     response = api.request(
         "GET", f"/v1/generations/{chain.generation()}/deliveries", role=foreign.role
     )
-    assert_status(response, 404, "REC-GEN-08")
+    assert_status(response, 404)
