@@ -22,8 +22,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -33,8 +32,7 @@ from conformance.findings import fail
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
 from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
-from conformance.secrets import Redactor
-from conformance.target.client import ApiClient, Recorder
+from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
@@ -46,7 +44,6 @@ __all__ = [
     "Chain",
     "Chains",
     "arrival_gaps",
-    "chains",
     "find_record",
     "records_of",
     "submit_with_target",
@@ -301,17 +298,3 @@ class Chains:
                 endpoint.close()
             for endpoint in endpoints:
                 endpoint.check()
-
-
-@contextmanager
-def chains(profile: Profile, redactor: Redactor, receiver: Receiver, name: str) -> Iterator[Chains]:
-    """:class:`Chains` with its own client, for a module-scoped fixture."""
-    client = ApiClient(profile, Recorder(redactor))
-    made = Chains(client, receiver, name)
-    try:
-        yield made
-    finally:
-        try:
-            made.close()
-        finally:
-            client.close()

@@ -16,8 +16,6 @@ and :func:`delivery_deadline`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -25,8 +23,8 @@ import httpx
 
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver
 from conformance.observe.timing import delivery_deadline
-from conformance.secrets import Redactor, Secret
-from conformance.target.client import ApiClient, Recorder
+from conformance.secrets import Secret
+from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
@@ -41,7 +39,6 @@ __all__ = [
     "Generated",
     "Scenario",
     "TargetKind",
-    "event_lab",
     "other_key",
     "signing_secret",
     "target_body",
@@ -286,25 +283,3 @@ class EventLab:
         finally:
             for endpoint in self._endpoints:
                 endpoint.close()
-
-
-@contextmanager
-def event_lab(
-    profile: Profile, redactor: Redactor, receiver: Receiver, name: str
-) -> Iterator[EventLab]:
-    """An :class:`EventLab` with its own client, for a module-scoped fixture::
-
-    @pytest.fixture(scope="module")
-    def lab(profile, redactor, receiver):
-        with event_lab(profile, redactor, receiver, "envelope") as made:
-            yield made
-    """
-    client = ApiClient(profile, Recorder(redactor))
-    lab = EventLab(client, receiver, name)
-    try:
-        yield lab
-    finally:
-        try:
-            lab.close()
-        finally:
-            client.close()
