@@ -22,7 +22,7 @@ from pathlib import Path
 import uvicorn
 
 from reference.app import build_service, create_app
-from reference.config import Config, load_master_secret
+from reference.config import VARIANT, Choices, Config, load_master_secret
 from reference.faults import FAULTS, Faults, UnknownFault
 from reference.logs import log_event
 from reference.provision import provision
@@ -103,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
         "any other value is logged as a WARNING)",
     )
     serve.add_argument("--key-prefix", default="gk")
+    serve.add_argument(
+        "--variant",
+        action="store_true",
+        help="take the other legitimate side of every choice the spec leaves open "
+        "(reference.config.VARIANT; the profile --provision writes declares it)",
+    )
     faults = commands.add_parser("faults", help="list the fault registry")
     faults.add_argument(
         "--json",
@@ -206,10 +212,13 @@ def serve(args: argparse.Namespace) -> int:
         delivery_timeout_s=args.delivery_timeout,
         faults=faults.enabled,
         master_secret=load_master_secret(store),
+        choices=VARIANT if args.variant else Choices(),
     )
     _warn_non_default(config)
     if faults.enabled:
         log_event("warning", message="faults injected", faults=sorted(faults.enabled))
+    if args.variant:
+        log_event("variant", choices=config.choices.differing(Choices()))
     service = build_service(config, store)
     if args.provision is not None:
         provision(service, args.provision)

@@ -25,6 +25,7 @@ import tomli_w
 from genapi_spec import API_VERSION
 from reference import accounts
 from reference.auth import SCOPES, signing_secret_for
+from reference.config import Choices
 from reference.generations import CANCEL_MARK, FAIL_MARK
 from reference.store import Store
 
@@ -99,13 +100,16 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
             prefix=config.key_prefix,
             faults=service.faults,
             role=role,
+            id_form=config.choices.id_form,
         )
         entry: dict[str, Any] = {
             "key": created.value,
             "key_id": created.key_id,
             "account": account,
             "scopes": list(scopes),
-            "signing_secret": signing_secret_for(config.master_secret, created.key_id),
+            "signing_secret": signing_secret_for(
+                config.master_secret, created.key_id, config.choices.hmac_keying
+            ),
         }
         if role == "revoked":
             accounts.revoke_key(store, made[account][0], created.key_id)
@@ -116,8 +120,9 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         account_id, email, password = made[name]
         token, _ = service.authenticator.issue_session(account_id, PROVISIONED_SESSION_TTL_S)
         sessions[name] = {"token": token, "email": email, "password": password}
+    variant = config.choices != Choices()
     profile: dict[str, Any] = {
-        "name": "reference (embedded)",
+        "name": "reference variant (embedded)" if variant else "reference (embedded)",
         "base_url": config.base_url,
         "key_prefix": config.key_prefix,
         "api_version": API_VERSION,

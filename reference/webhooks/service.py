@@ -26,6 +26,7 @@ Decisions where the spec is silent (documented for the catalog's INTERPRETATION 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import ipaddress
 import json
@@ -33,6 +34,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -44,6 +46,7 @@ from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
 from reference.errors import ApiError
 from reference.faults import Faults
+from reference.ids import new_id
 from reference.logs import log_event
 from reference.netguard import (
     CallbackPolicy,
@@ -60,7 +63,7 @@ from reference.store import Store
 
 from . import delivery_faults, envelopes, event_faults, url_faults
 from .dispatcher import DeliveryPolicy, Dispatcher
-from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS, TEST_EVENT
+from .envelopes import ALL_EVENTS, DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS
 from .records import DeliveryRow, delivery_views, get_delivery, insert_delivery, record_attempt
 from .schema import OUTCOMES
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
@@ -77,6 +80,9 @@ __all__ = ["WebhookService", "policy_from_config"]
 
 #: Spec §8: "Delivery list limit: 100 maximum".
 MAX_LIST_LIMIT = 100
+#: Records a webhook's delivery list gives without a ``limit`` under the choice
+#: ``list_limit = "clamp"`` (the default limit is not shown).
+CLAMPED_DEFAULT_LIMIT = 20
 #: Redeliverable states (spec §3: "exhausted or failed").
 REDELIVERABLE = frozenset({"exhausted", "failed"})
 
@@ -191,7 +197,23 @@ class WebhookService:
                 else None
             ),
             pretend_sent=self.faults.on("delivered-without-sending"),
+            **self._chosen_options(row),
         )
+
+    def _chosen_options(self, row: DeliveryRow) -> dict[str, Any]:
+        """The SendOptions of the open choices (``Config.choices``)."""
+        choices = self.config.choices
+        signed_at = None
+        if choices.signature_time == "first-signing":
+            signed_at = int(datetime.fromisoformat(row.created_at).timestamp())
+        return {
+            "header_brand": choices.header_brand,
+            "keying": choices.hmac_keying,
+            "upper_hex": choices.signature_hex_case == "upper",
+            "signed_at": signed_at,
+            "timestamp_form": choices.timestamp_form,
+            "timeout_status": choices.no_reply_status,
+        }
 
     def _rewrite(
         self, method: str, headers: dict[str, str], request: DeliveryRequest
@@ -255,7 +277,9 @@ class WebhookService:
         return self._per_key_secret(row.key_id)
 
     def _per_key_secret(self, key_id: str) -> str:
-        return signing_secret_for(self.config.master_secret, key_id)
+        return signing_secret_for(
+            self.config.master_secret, key_id, self.config.choices.hmac_keying
+        )
 
     def _first_key_of_account(self, key_id: str) -> str:
         rows = self.store.read(
@@ -294,21 +318,29 @@ class WebhookService:
         if webhook is not None and not isinstance(webhook, dict):
             raise ApiError(400, "webhook must be an object with `id` or `url`, and `events`")
         webhook = webhook or {}
+        choices = self.config.choices
         if webhook and webhook.get("id") is None and webhook.get("url") is None:
             if "webhook-without-target-accepted" not in self.faults.enabled:
-                raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
+                if choices.empty_binding == "refuse":
+                    raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
         requested = webhook.get("events")
         if event_faults.active(self.faults):
             requested = event_faults.known_events_only(self.faults, requested, ALL_EVENTS)
-        events = parse_events(requested, where="webhook.events")
+        events = self._chosen_events(
+            parse_events(requested, where="webhook.events", choices=choices)
+        )
         if events is not None and url_faults.active(self.faults):
             events = url_faults.listed_events(self.faults, events)
         candidates: dict[str, Binding] = {}
+        # The choice losing_targets = "ignored": only the first match is looked at.
+        first_only = choices.losing_targets == "ignored"
         if webhook.get("id") is not None:
             candidates["id"] = await self._registered_binding(webhook["id"], events, key)
-        if webhook.get("url") is not None:
+        if webhook.get("url") is not None and not (first_only and candidates):
             target = await self._validated(webhook["url"], where="webhook.url")
             candidates["url"] = self._binding("inline", target, events, key)
+        if first_only and candidates:
+            callback_url = None
         if callback_url is not None and not url_faults.skips_loser(self.faults, candidates):
             target = await self._validated(callback_url, where="callback_url")
             candidates["callback"] = self._binding("callback", target, events, key)
@@ -324,6 +356,13 @@ class WebhookService:
                     return dataclasses.replace(candidates[choice], losers=losers)
                 return candidates[choice]
         return None
+
+    def _chosen_events(self, events: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """A binding's events under the choice ``events_list``: as listed, or added to
+        the defaults (spec §6 "sent by default" read as always)."""
+        if events is None or self.config.choices.events_list == "replaces-defaults":
+            return events
+        return tuple(dict.fromkeys((*DEFAULT_EVENTS, *events)))
 
     async def _validated(self, url: Any, *, where: str) -> ValidatedTarget:
         if self.faults.on("accepts-private-callback") and isinstance(url, str):
@@ -474,11 +513,12 @@ class WebhookService:
             operation=_operation_of(conn, str(generation["id"])),
         ):
             return
-        event_id = envelopes.new_event_id()
+        event_id = new_id("event", self.config.choices.id_form)
         if faulty:
             event_id = event_faults.event_id(self.faults, event_id)
         created_at = envelopes.timestamp_now(
-            with_offset=not self.faults.on("created-at-without-offset")
+            with_offset=not self.faults.on("created-at-without-offset"),
+            form=self.config.choices.timestamp_form,
         )
         webhook_id = binding.webhook_id
         if binding.mode == "inline" and self.faults.on("webhook-id-not-null-inline"):
@@ -557,9 +597,13 @@ class WebhookService:
         if not isinstance(body, dict):
             raise ApiError(400, 'send a JSON object: {"url": ..., "events": [...]}')
         target = await self._validated(body.get("url"), where="url")
-        events = parse_events(body.get("events"), where="events") or DEFAULT_EVENTS
-        webhook_id = f"wh_{secrets.token_hex(12)}"
+        choices = self.config.choices
+        events = parse_events(body.get("events"), where="events", choices=choices)
+        events = self._chosen_events(events) or DEFAULT_EVENTS
+        webhook_id = new_id("webhook", choices.id_form)
         secret = f"whsec_{secrets.token_urlsafe(32)}"
+        if choices.hmac_keying == "whsec-base64":  # the form that keying decodes
+            secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         if self.faults.on("webhook-secret-unprefixed"):
             secret = secrets.token_urlsafe(32)
         created_at = _now_iso()
@@ -635,11 +679,12 @@ class WebhookService:
         if self.faults.on("webhook-test-sends-nothing"):
             return {"outcome": "delivered", "status_code": 200}
         target = await self._validated(webhook["url"], where="the registered webhook's url")
-        event_id = envelopes.new_event_id()
+        choices = self.config.choices
+        event_id = new_id("event", choices.id_form)
         generation_id = f"gen_test_{secrets.token_hex(8)}"
         envelope = envelopes.build_envelope(
             event_id=event_id,
-            event=TEST_EVENT,
+            event=choices.test_event,
             data={
                 "generation_id": generation_id,
                 "status": "completed",
@@ -650,7 +695,7 @@ class WebhookService:
                 "credits_used": 0,
             },
             webhook_id=webhook_id,
-            created_at=envelopes.timestamp_now(),
+            created_at=envelopes.timestamp_now(form=choices.timestamp_form),
         )
         row = DeliveryRow(
             id=event_id,
@@ -659,7 +704,7 @@ class WebhookService:
             key_id=None,
             webhook_id=webhook_id,
             mode="registered",
-            event_type=TEST_EVENT,
+            event_type=choices.test_event,
             target_url=target.url,
             address=str(target.address),
             body=envelopes.body_bytes(envelope),
@@ -696,10 +741,14 @@ class WebhookService:
         """Every event of one generation and every attempt, whatever the target mode."""
         owner = self.store.read("SELECT account_id FROM generations WHERE id = ?", (generation_id,))
         if not owner or owner[0]["account_id"] != account_id:
-            raise ApiError(404, "no generation with this id in this key's account")
+            raise ApiError(
+                self._not_yours(bool(owner)), "no generation with this id in this key's account"
+            )
         if self.faults.on("generation-deliveries-403"):
             raise ApiError(403, "fault: the generation's deliveries refuse API keys")
-        deliveries, total = delivery_views(self.store, "generation_id = ?", [generation_id])
+        deliveries, total = delivery_views(
+            self.store, "generation_id = ?", [generation_id], newest_first=self._newest_first
+        )
         answer = {"deliveries": deliveries, "total": total}
         if delivery_faults.active(self.faults):
             return delivery_faults.list_answer(self.faults, answer, "generation")
@@ -722,31 +771,48 @@ class WebhookService:
             outcome = None
         # Fault list-unbounded: without a limit every record is returned.
         count = 10 * MAX_LIST_LIMIT if self.faults.on("list-unbounded") else MAX_LIST_LIMIT
+        clamp = self.config.choices.list_limit == "clamp"
+        if clamp:
+            count = CLAMPED_DEFAULT_LIMIT
         if limit is not None:
             try:
                 count = int(limit)
             except ValueError:
                 count = 0
+            if clamp:  # the choice list_limit: out-of-range values are brought in range
+                count = min(count, MAX_LIST_LIMIT) if count >= 1 else CLAMPED_DEFAULT_LIMIT
             if not 1 <= count <= MAX_LIST_LIMIT:
                 raise ApiError(
                     400, f"limit must be an integer from 1 to {MAX_LIST_LIMIT} (spec §8)"
                 )
-        owner = self.store.read(
-            "SELECT 1 FROM webhooks WHERE id = ? AND account_id = ?", (webhook_id, account_id)
-        )
-        if not owner:
-            raise ApiError(404, "no registered webhook with this id in this key's account")
+        owner = self.store.read("SELECT account_id FROM webhooks WHERE id = ?", (webhook_id,))
+        if not owner or owner[0]["account_id"] != account_id:
+            raise ApiError(
+                self._not_yours(bool(owner)),
+                "no registered webhook with this id in this key's account",
+            )
         where, params = "webhook_id = ?", [webhook_id]
         if outcome is not None and not self.faults.on("outcome-filter-ignored"):
             where += " AND outcome = ?"
             params.append(outcome)
         if self.faults.on("limit-ignored"):
             count = MAX_LIST_LIMIT
-        deliveries, total = delivery_views(self.store, where, params, limit=count)
+        deliveries, total = delivery_views(
+            self.store, where, params, limit=count, newest_first=self._newest_first
+        )
         answer = {"deliveries": deliveries, "total": total}
         if delivery_faults.active(self.faults):
             return delivery_faults.list_answer(self.faults, answer, "webhook")
         return answer
+
+    @property
+    def _newest_first(self) -> bool:
+        return self.config.choices.list_order == "newest-first"
+
+    def _not_yours(self, exists: bool) -> int:
+        """The status for an id that is unknown (404) or another account's (the choice
+        ``foreign_resource_status``): both say nothing of the resource."""
+        return self.config.choices.foreign_resource_status if exists else 404
 
     # --- redeliver (spec §3, §4, §7) ----------------------------------------------------
 
@@ -756,7 +822,9 @@ class WebhookService:
             raise ApiError(401, "fault: redeliver refuses API keys")
         row = await run_db(get_delivery, self.store, delivery_id)
         if row is None or row.account_id != account_id:
-            raise ApiError(404, "no delivery with this id in this key's account")
+            raise ApiError(
+                self._not_yours(row is not None), "no delivery with this id in this key's account"
+            )
         if self.faults.on("redeliver-skips-revalidation"):
             # Fault: resolve and connect, without checking where the name now points.
             address = (await self._unchecked_target(row.target_url, where="target")).address
@@ -777,6 +845,8 @@ class WebhookService:
         redeliverable = (
             {"exhausted"} if self.faults.on("redeliver-refuses-failed") else REDELIVERABLE
         )
+        if self.config.choices.redeliverable == "any-final":
+            redeliverable = REDELIVERABLE | {"delivered"}
         if row.outcome not in redeliverable:
             raise ApiError(
                 409,
@@ -793,6 +863,8 @@ class WebhookService:
         if self.faults.on("redeliver-sends-nothing"):
             return {"id": delivery_id, "outcome": "delivered", "status_code": 200}
         sent = _with_new_event_id(row) if self.faults.on("redeliver-new-event-id") else row
+        if self.config.choices.redelivery_bytes == "reserialized":  # the same JSON, new bytes
+            sent = dataclasses.replace(row, body=json.dumps(json.loads(row.body)).encode())
         if self.faults.on("redeliver-payload-rebuilt"):
             body = json.loads(row.body)
             body["created_at"] = envelopes.timestamp_now()
@@ -826,6 +898,11 @@ class WebhookService:
             raise ApiError(409, "a redelivery of this delivery is already in progress")
         self._manual.add(record_id)
         try:
+            # The choice redelivery_attempt_header: a redelivery's header numbers on from
+            # the delivery's attempts, or starts again at 1; the record numbers on.
+            restart = trigger == "redeliver" and (
+                self.config.choices.redelivery_attempt_header == "restart"
+            )
             request = DeliveryRequest(
                 delivery_id=row.id,
                 event_type=row.event_type,
@@ -833,7 +910,7 @@ class WebhookService:
                 url=row.target_url,
                 address=address,
                 body=row.body,
-                attempt=row.attempt_count + 1,
+                attempt=1 if restart else row.attempt_count + 1,
                 secret=self.secret_for(row),
             )
             result = await send_attempt(
@@ -842,6 +919,7 @@ class WebhookService:
                 timeout_s=self.delivery_policy.timeout_s,
                 options=self.options_for(row),
             )
+            result = dataclasses.replace(result, n=row.attempt_count + 1)
             outcome = "delivered" if result.succeeded else "failed"
             await run_db(self._record_manual, record_id, result, trigger, outcome)
             log_event(

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from reference.config import Choices
 from reference.errors import ApiError
 from reference.netguard import CallbackPolicy, CallbackRejected, ValidatedTarget
 
@@ -61,12 +62,22 @@ class Binding:
         }
 
 
-def parse_events(value: Any, *, where: str) -> tuple[str, ...] | None:
-    """Validate an ``events`` field; ``None`` when absent (the caller picks defaults)."""
+def parse_events(
+    value: Any, *, where: str, choices: Choices | None = None
+) -> tuple[str, ...] | None:
+    """Validate an ``events`` field; ``None`` when absent (the caller picks defaults).
+
+    With the choice ``unknown_event_names = "ignore"`` unknown names are dropped (a list
+    of unknown names only is then taken as absent).
+    """
     if value is None:
         return None
     if not isinstance(value, list) or not value:
         raise ApiError(400, f"{where} must be a non-empty array of event names")
+    if choices is not None and choices.unknown_event_names == "ignore":
+        value = [item for item in value if item in ALL_EVENTS] or None
+        if value is None:
+            return None
     names: list[str] = []
     for item in value:
         if not isinstance(item, str) or item not in ALL_EVENTS:
