@@ -7,7 +7,8 @@ a console path and a console token never opens a /v1 path, except the three "API
 allowed" ones with the choice ``session_on_key_endpoints``.
 
 Handlers call :func:`require_key` (401 / 429 / 403, in that order: a request is identified,
-then counted against the rate limits, then checked against the scopes) or
+then counted against the rate limits (only submits, with the choice ``rate_counted``),
+then checked against the scopes) or
 :func:`require_session` (401). Both find the service's :class:`Authenticator` in
 ``request.app.state.authenticator``.
 """
@@ -121,13 +122,13 @@ def signing_secret_for(master_secret: str, key_id: str, keying: str = "utf8") ->
 
     HMAC-SHA256 of the key id under the service's master secret: stable across restarts
     (the master secret lives in the store), distinct per key, never stored. Written as
-    hex, or with the choice ``hmac_keying = "whsec-base64"`` as ``whsec_`` and the
+    hex, or with the choice ``hmac_keying = "base64-after-prefix"`` as ``whsec_`` and the
     digest's base64, the form that keying decodes.
     """
     digest = hmac.new(
         master_secret.encode("utf-8"), f"key-signing:{key_id}".encode(), hashlib.sha256
     )
-    if keying == "whsec-base64":
+    if keying == "base64-after-prefix":
         return "whsec_" + base64.b64encode(digest.digest()).decode("ascii")
     return digest.hexdigest()
 
@@ -363,7 +364,8 @@ class Authenticator:
         key = self.identify(request)
         if request.url.path == "/v1/account/tier" and self.faults.on("tier-refuses-keys"):
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
-        window = self.limiter.admit(key.key_id, self.tier_of(key))
+        counted = scope is not None or self.config.choices.rate_counted == "every-request"
+        window = self.limiter.admit(key.key_id, self.tier_of(key)) if counted else None
         if window is not None:
             # Sent as X-RateLimit-* on the response (reference.app.RequestLog).
             request.state.ratelimit = window

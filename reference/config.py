@@ -56,7 +56,7 @@ class Choices:
     header_brand: str = "Service"
     #: The HMAC key of a signing secret: its whole string as UTF-8, or the bytes after
     #: ``whsec_`` base64-decoded (Standard Webhooks); secrets are shaped to match.
-    hmac_keying: Literal["utf8", "whsec-base64"] = "utf8"
+    hmac_keying: Literal["utf8", "base64-after-prefix"] = "utf8"
     #: Body of GET /v1/generations/{id} (spec §4: not shown): the record, or the record
     #: wrapped in ``{"generation": ...}``.
     generation_body: Literal["record", "wrapped"] = "record"
@@ -99,6 +99,9 @@ class Choices:
     empty_binding: Literal["refuse", "no-target"] = "refuse"
     #: X-RateLimit-* headers on answers other than 429.
     rate_headers_on_success: bool = True
+    #: Which requests count toward the per-minute and per-day limits: every
+    #: authenticated /v1 request, or generation submits only (refused ones included).
+    rate_counted: Literal["every-request", "submits"] = "every-request"
     #: A submit whose price would pass the daily credit cap: refused, or admitted while
     #: the credits used are below the cap (refused once they reach it).
     credit_cap: Literal["refuse-overshoot", "refuse-at-cap"] = "refuse-overshoot"
@@ -149,7 +152,7 @@ VARIANT = Choices(
     session_on_key_endpoints=True,
     concurrency="queue",
     header_brand="Acme",
-    hmac_keying="whsec-base64",
+    hmac_keying="base64-after-prefix",
     generation_body="wrapped",
     accepted_body="id-only",
     image_without_target="sync",
@@ -168,6 +171,7 @@ VARIANT = Choices(
     losing_targets="ignored",
     empty_binding="no-target",
     rate_headers_on_success=False,
+    rate_counted="submits",
     credit_cap="refuse-at-cap",
     failed_credits_used="price",
     cancelled_error_message="null",

@@ -602,7 +602,7 @@ class WebhookService:
         events = self._chosen_events(events) or DEFAULT_EVENTS
         webhook_id = new_id("webhook", choices.id_form)
         secret = f"whsec_{secrets.token_urlsafe(32)}"
-        if choices.hmac_keying == "whsec-base64":  # the form that keying decodes
+        if choices.hmac_keying == "base64-after-prefix":  # the form that keying decodes
             secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         if self.faults.on("webhook-secret-unprefixed"):
             secret = secrets.token_urlsafe(32)

@@ -32,9 +32,9 @@ WHSEC_PREFIX = "whsec_"
 
 
 def hmac_key(secret: str, keying: str = "utf8") -> bytes:
-    """The HMAC key of ``secret``: its UTF-8 bytes, or for ``keying="whsec-base64"`` the
+    """The HMAC key of ``secret``: its UTF-8 bytes, or for ``keying="base64-after-prefix"`` the
     base64 after ``whsec_`` decoded."""
-    if keying == "whsec-base64":
+    if keying == "base64-after-prefix":
         return base64.b64decode(secret.removeprefix(WHSEC_PREFIX), validate=True)
     return secret.encode("utf-8")
 
