@@ -1,8 +1,10 @@
 """Assertion helpers named after spec concepts, shared by the checks.
 
-Each helper takes the requirement id it verifies and quotes it in its message, with what
-was expected and what was seen (STYLE.md §4), so a failure reads on its own in a report.
-They only judge responses; the checks send the requests themselves. Response bodies are
+Each helper judges one spec concept and fails through :func:`conformance.findings.fail`,
+which prefixes the message with the rule broken: the *rule* argument (one of the ids the
+running check cites) or, when it is None, every id the check cites. The message says what
+was expected and what was seen, so a failure reads on its own in a report. The helpers
+only judge responses; the checks send the requests themselves. Response bodies are
 quoted short (the plugin redacts failure text, and the recorder keeps the full exchange).
 
 Add a helper here when a second check needs the same judgement: one piece of code per
@@ -17,6 +19,7 @@ from typing import Any, Final
 import httpx
 
 from .client import ApiClient
+from .findings import fail
 from .operations import SetupFailed
 from .profile import CapabilityMissing
 
@@ -51,37 +54,36 @@ def _request_line(response: httpx.Response) -> str:
     return f"{request.method} {request.url.path}"
 
 
-def assert_status(response: httpx.Response, expected: int, requirement_id: str) -> None:
+def assert_status(response: httpx.Response, expected: int, rule: str | None = None) -> None:
     """The response has exactly the status *expected* (a status the spec states)."""
-    assert response.status_code == expected, (
-        f"{requirement_id}: {_request_line(response)}: expected {expected}, "
-        f"saw {describe(response)}"
-    )
+    if response.status_code != expected:
+        fail(f"{_request_line(response)}: expected {expected}, saw {describe(response)}", rule=rule)
 
 
 def assert_status_in(
-    response: httpx.Response, expected: Collection[int], requirement_id: str
+    response: httpx.Response, expected: Collection[int], rule: str | None = None
 ) -> None:
     """The response status is one of *expected* (e.g. 401 or 403 for a refusal)."""
     shown = " or ".join(str(status) for status in sorted(expected))
-    assert response.status_code in expected, (
-        f"{requirement_id}: {_request_line(response)}: expected {shown}, saw {describe(response)}"
-    )
+    if response.status_code not in expected:
+        fail(f"{_request_line(response)}: expected {shown}, saw {describe(response)}", rule=rule)
 
 
-def assert_refused(response: httpx.Response, requirement_id: str, why: str) -> None:
+def assert_refused(response: httpx.Response, rule: str | None, why: str) -> None:
     """The request is refused: a 4xx status, neither served (2xx, 3xx) nor a server error.
 
     For refusals whose status the spec does not show (an invalid API key, §7): any 4xx
     refuses; a 5xx is not a refusal but a failure to handle the request.
     """
-    assert 400 <= response.status_code < 500, (
-        f"{requirement_id}: {_request_line(response)} with {why}: expected a 4xx refusal, "
-        f"saw {describe(response)}"
-    )
+    if not 400 <= response.status_code < 500:
+        fail(
+            f"{_request_line(response)} with {why}: expected a 4xx refusal, "
+            f"saw {describe(response)}",
+            rule=rule,
+        )
 
 
-def assert_not_refused_for_auth(response: httpx.Response, requirement_id: str, why: str) -> None:
+def assert_not_refused_for_auth(response: httpx.Response, rule: str | None, why: str) -> None:
     """The request is served as far as credentials go: not 401/403, and not a 5xx.
 
     Used where the request is valid for the key (in scope, well formed): any other 4xx
@@ -89,28 +91,29 @@ def assert_not_refused_for_auth(response: httpx.Response, requirement_id: str, w
     but a 5xx means the request was not served at all.
     """
     status = response.status_code
-    assert status not in AUTH_REFUSALS and status < 500, (
-        f"{requirement_id}: {_request_line(response)} with {why}: expected to be served "
-        f"(not 401/403, not 5xx), saw {describe(response)}"
-    )
+    if status in AUTH_REFUSALS or status >= 500:
+        fail(
+            f"{_request_line(response)} with {why}: expected to be served "
+            f"(not 401/403, not 5xx), saw {describe(response)}",
+            rule=rule,
+        )
 
 
-def assert_webhook_list(response: httpx.Response, requirement_id: str) -> list[dict[str, Any]]:
+def assert_webhook_list(response: httpx.Response, rule: str | None = None) -> list[dict[str, Any]]:
     """GET /api/webhooks answered 200 with a list of webhooks; returns its items.
 
     Console payloads are not shown (spec §4): a JSON array, or an object holding one under
     ``webhooks`` or ``data`` (CONSOLE-PAYLOAD-01), is accepted.
     """
-    assert_status(response, 200, requirement_id)
+    assert_status(response, 200, rule)
     try:
         body: Any = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict):
         body = body.get("webhooks", body.get("data"))
-    assert isinstance(body, list), (
-        f"{requirement_id}: expected a list of webhooks, saw {describe(response)}"
-    )
+    if not isinstance(body, list):
+        fail(f"expected a list of webhooks, saw {describe(response)}", rule=rule)
     return [item for item in body if isinstance(item, dict)]
 
 
@@ -141,25 +144,26 @@ def credits_used_today(api: ApiClient, role: str = "primary") -> int:
 
 
 def assert_delivery_list(
-    response: httpx.Response, requirement_id: str
+    response: httpx.Response, rule: str | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """A delivery list (spec §2: an object with ``deliveries``, an array of delivery
     records, and ``total``, an integer), served with a 2xx; returns (records, total)."""
-    assert 200 <= response.status_code < 300, (
-        f"{requirement_id}: {_request_line(response)}: expected a 2xx delivery list, "
-        f"saw {describe(response)}"
-    )
+    if not 200 <= response.status_code < 300:
+        fail(
+            f"{_request_line(response)}: expected a 2xx delivery list, saw {describe(response)}",
+            rule=rule,
+        )
     try:
         body: Any = response.json()
     except ValueError:
         body = None
     records = body.get("deliveries") if isinstance(body, dict) else None
     total = body.get("total") if isinstance(body, dict) else None
-    assert isinstance(records, list) and all(isinstance(r, dict) for r in records), (
-        f"{requirement_id}: expected an object with deliveries (an array of records), "
-        f"saw {describe(response)}"
-    )
-    assert type(total) is int, (
-        f"{requirement_id}: expected total, an integer, saw {total!r} in {describe(response)}"
-    )
+    if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
+        fail(
+            f"expected an object with deliveries (an array of records), saw {describe(response)}",
+            rule=rule,
+        )
+    if type(total) is not int:
+        fail(f"expected total, an integer, saw {total!r} in {describe(response)}", rule=rule)
     return records, total

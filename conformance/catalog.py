@@ -33,6 +33,8 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator
 
+from conformance.findings import Bands
+
 __all__ = [
     "ID_PATTERN",
     "Catalog",
@@ -41,6 +43,7 @@ __all__ = [
     "Need",
     "Party",
     "Requirement",
+    "Timing",
     "catalog_schema",
     "load_catalog",
     "parse_catalog",
@@ -95,6 +98,30 @@ class Party(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Timing:
+    """The verdict bands of a timed rule (the 10 s timeout, the 1 s / 2 s backoff).
+
+    ``expected`` is the range the spec's words allow for the measured quantity (10 s
+    timeout then the 1 s backoff counted from its start or its end: 10 to 11 s). A value
+    within it, widened on both sides by the profile's measurement tolerance, passes. Real
+    HTTP clients and schedulers fire timers late (aiohttp rounds timeouts of 5 s or more
+    up to the next whole second of its loop clock): up to ``slack`` seconds later still is
+    a warning. Anything else is clearly another value (a 30 s timeout, a 2 s backoff where
+    1 s is due, no backoff at all) and fails.
+    """
+
+    measures: str
+    expected: tuple[float, float]
+    slack: float
+    rationale: str
+
+    def bands(self, tolerance: float) -> Bands:
+        low, high = self.expected
+        passing = (max(0.0, low - tolerance), high + tolerance)
+        return Bands(passing=passing, warning=(passing[0], passing[1] + self.slack))
+
+
+@dataclass(frozen=True, slots=True)
 class Requirement:
     """One checkable statement of the spec."""
 
@@ -107,6 +134,7 @@ class Requirement:
     needs: tuple[Need, ...]
     notes: str | None = None
     party: Party = Party.SERVICE
+    timing: Timing | None = None
 
     @property
     def topic(self) -> str:
@@ -252,6 +280,17 @@ def _requirement(entry: Mapping[str, Any]) -> Requirement:
         needs=tuple(Need(n) for n in entry["needs"]),
         notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
         party=Party(entry.get("party", Party.SERVICE)),
+        timing=_timing(entry["timing"]) if "timing" in entry else None,
+    )
+
+
+def _timing(entry: Mapping[str, Any]) -> Timing:
+    low, high = entry["expected"]
+    return Timing(
+        measures=" ".join(entry["measures"].split()),
+        expected=(float(low), float(high)),
+        slack=float(entry["slack"]),
+        rationale=" ".join(entry["rationale"].split()),
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import httpx
 
+from .catalog import load_catalog
 from .client import ApiClient, Recorder
 from .events import (
     ATTEMPT_TIMEOUT_SECONDS,
@@ -39,6 +40,7 @@ from .events import (
     register_webhook,
     target_body,
 )
+from .findings import measure
 from .operations import SUBMIT_PROMPT, SetupFailed
 from .profile import CapabilityMissing, Profile
 from .receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
@@ -53,6 +55,7 @@ __all__ = [
     "arrival_gaps",
     "chains",
     "find_record",
+    "judge_timing",
     "records_of",
     "submit_with_target",
     "wait_for_record",
@@ -151,6 +154,19 @@ def wait_for_record(
 def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
     """Seconds between successive arrivals (each measured on entry to the handler)."""
     return [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(deliveries)]
+
+
+def judge_timing(rule: str, value: float, profile: Profile, *, what: str = "") -> str:
+    """Judge a measured duration of a timed rule by the bands the catalog gives it
+    (``timing``), widened by the profile's measurement tolerance: pass, warn or fail.
+
+    *what* adds which occurrence was measured (``2nd gap``) to the catalog's quantity.
+    """
+    timing = load_catalog()[rule].timing
+    if timing is None:
+        raise ValueError(f"{rule} has no timing bands in the catalog")
+    quantity = f"{timing.measures} ({what})" if what else timing.measures
+    return measure(rule, quantity, value, timing.bands(profile.timing.tolerance_seconds))
 
 
 @dataclass

@@ -38,8 +38,10 @@ import pytest
 
 import conformance
 import genapi_spec
+from conformance import findings
 from conformance.catalog import Catalog, Requirement, load_catalog
-from conformance.client import EXCHANGES_KEY, Exchange
+from conformance.client import EXCHANGES_KEY
+from conformance.evidence import Exchange
 from conformance.profile import CapabilityMissing, Profile, ProfileError, load_profile
 from conformance.reports import RunInfo, new_report_dir, redact_tree, write_reports
 from conformance.secrets import Redactor
@@ -98,6 +100,8 @@ class _Phase:
 
 #: The phases of a check so far.
 _PHASES_KEY = pytest.StashKey[list[_Phase]]()
+#: The rules a check's failure broke (set when its call fails).
+_BROKEN_KEY = pytest.StashKey[tuple[str, ...]]()
 #: The per-test verdict data, complete after teardown.
 CHECK_RESULT_KEY = pytest.StashKey[CheckResult]()
 
@@ -419,6 +423,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     ids = item.stash.get(REQUIREMENTS_KEY, ())
     if not ids:
         return
+    findings.begin(ids)
     state = item.config.stash[RUN_KEY]
     if item.config.pluginmanager.has_plugin("allure_listener"):
         _allure_labels(state, ids)
@@ -509,14 +514,28 @@ def pytest_runtest_makereport(
     phases = item.stash.setdefault(_PHASES_KEY, [])
     phases.append(_Phase(report.when, outcome, message, _longrepr_text(report), report.duration))
     if report.when == "call" and outcome is Outcome.FAILED:
+        broken = _broken(excinfo, ids)
+        item.stash[_BROKEN_KEY] = broken
         catalog = item.config.stash[RUN_KEY].get_catalog()
-        if all(check_verdict(Outcome.FAILED, catalog[i]) is Verdict.WARN for i in ids):
+        if all(check_verdict(Outcome.FAILED, catalog[i]) is Verdict.WARN for i in broken):
             setattr(report, _WARN_ATTR, True)
     if report.when == "teardown":
         result = _check_result(item, ids, phases, redactors)
         item.stash[CHECK_RESULT_KEY] = result
         setattr(report, _CHECK_ATTR, result.to_dict())
     return report
+
+
+def _broken(
+    excinfo: pytest.ExceptionInfo[BaseException] | None, ids: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The rules a failure broke: those a :class:`~conformance.findings.RuleBroken` names
+    (one of the cited ids each, checked where it was raised), else every cited one."""
+    if excinfo is not None and isinstance(excinfo.value, findings.RuleBroken):
+        named = tuple(i for i in excinfo.value.ids if i in ids)
+        if named:
+            return named
+    return ids
 
 
 @dataclass(frozen=True)
@@ -615,6 +634,7 @@ def _check_result(
     recorded: list[Exchange] = item.stash.get(EXCHANGES_KEY, [])
     exchanges, omitted = trim_exchanges(recorded)
     duration = sum(phase.duration for phase in phases)
+    found = findings.end() or findings.CheckFindings(ids)
     return CheckResult(
         nodeid=item.nodeid,
         requirement_ids=ids,
@@ -624,6 +644,11 @@ def _check_result(
         longrepr=_redact(redactors, longrepr),
         exchanges=exchanges,
         exchanges_omitted=omitted,
+        broken=item.stash.get(_BROKEN_KEY, ()) if outcome is Outcome.FAILED else (),
+        warnings=tuple(
+            findings.Finding(f.rule, _redact(redactors, f.message)) for f in found.warnings
+        ),
+        measurements=tuple(found.measurements),
     )
 
 

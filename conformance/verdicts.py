@@ -1,11 +1,14 @@
 """Verdicts per requirement: the data model and the rules that make them.
 
 A check is a pytest test; it cites one or more requirement ids. pytest says what happened
-to the check (:class:`Outcome`); the requirement's level turns that into a :class:`Verdict`
-for each requirement the check cites (a broken ``INTERPRETATION`` is a warning, never a
-failure: the spec did not state it); the verdicts of every check of a requirement are
-aggregated into one :class:`RequirementVerdict`. A requirement that no check covered is
-``untested`` and shown as such, so gaps stay visible.
+to the check (:class:`Outcome`); a failure names the rules it broke (``broken``, see
+:mod:`conformance.findings`), and the check may have recorded warnings and measurements
+against some of the rules it cites. :func:`check_judgement` turns that into a
+:class:`Verdict` for each requirement the check cites (a broken ``INTERPRETATION`` is a
+warning, never a failure: the spec did not state it; a failure that broke another rule
+says nothing of this one); the verdicts of every check of a requirement are aggregated into
+one :class:`RequirementVerdict`. A requirement that no check covered is ``untested`` and
+shown as such, so gaps stay visible.
 
 Everything here is pure data and pure functions: the pytest plugin feeds it, the report
 writers read it.
@@ -20,7 +23,8 @@ from enum import StrEnum
 from typing import Any
 
 from conformance.catalog import Level, Party, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
+from conformance.findings import Finding, Measurement
 
 __all__ = [
     "MAX_EXCHANGES",
@@ -31,8 +35,8 @@ __all__ = [
     "RunVerdicts",
     "Verdict",
     "aggregate",
+    "check_judgement",
     "check_verdict",
-    "exchange_from_dict",
     "judge",
     "trim_exchanges",
 ]
@@ -78,22 +82,6 @@ SEVERITY: tuple[Verdict, ...] = (
 )
 
 
-def exchange_from_dict(data: Mapping[str, Any]) -> Exchange:
-    """The inverse of :meth:`Exchange.to_dict` (exchanges travel from xdist workers as data)."""
-    return Exchange(
-        method=str(data["method"]),
-        url=str(data["url"]),
-        request_headers=tuple((str(k), str(v)) for k, v in data["request_headers"]),
-        request_body=str(data["request_body"]),
-        status=None if data["status"] is None else int(data["status"]),
-        response_headers=tuple((str(k), str(v)) for k, v in data["response_headers"]),
-        response_body=str(data["response_body"]),
-        elapsed_ms=float(data["elapsed_ms"]),
-        error=None if data.get("error") is None else str(data["error"]),
-        started_at=float(data.get("started_at", 0.0)),
-    )
-
-
 @dataclass(frozen=True)
 class CheckResult:
     """One check (a pytest test) and what happened to it; the evidence of a verdict.
@@ -101,7 +89,9 @@ class CheckResult:
     ``message`` is the short form (the assertion message: expected vs seen), ``longrepr``
     the full traceback text; both redacted before they get here, as are the recorded
     ``exchanges`` (at most :data:`MAX_EXCHANGES` kept; ``exchanges_omitted`` counts the rest,
-    e.g. of a rate-limit check that sends hundreds of requests).
+    e.g. of a rate-limit check that sends hundreds of requests). ``broken`` names the rules
+    a failure broke (empty: every cited one); ``warnings`` and ``measurements`` are what the
+    check recorded on the way (:mod:`conformance.findings`).
     """
 
     nodeid: str
@@ -112,6 +102,9 @@ class CheckResult:
     longrepr: str = ""
     exchanges: tuple[Exchange, ...] = ()
     exchanges_omitted: int = 0
+    broken: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()
+    measurements: tuple[Measurement, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; pytest-xdist carries it from a worker to the controller."""
@@ -124,6 +117,9 @@ class CheckResult:
             "longrepr": self.longrepr,
             "exchanges": [exchange.to_dict() for exchange in self.exchanges],
             "exchanges_omitted": self.exchanges_omitted,
+            "broken": list(self.broken),
+            "warnings": [finding.to_dict() for finding in self.warnings],
+            "measurements": [measurement.to_dict() for measurement in self.measurements],
         }
 
     @classmethod
@@ -135,9 +131,30 @@ class CheckResult:
             duration=float(data["duration"]),
             message=str(data["message"]),
             longrepr=str(data["longrepr"]),
-            exchanges=tuple(exchange_from_dict(e) for e in data["exchanges"]),
+            exchanges=tuple(Exchange.from_dict(e) for e in data["exchanges"]),
             exchanges_omitted=int(data.get("exchanges_omitted", 0)),
+            broken=tuple(str(i) for i in data.get("broken", ())),
+            warnings=tuple(Finding.from_dict(f) for f in data.get("warnings", ())),
+            measurements=tuple(Measurement.from_dict(m) for m in data.get("measurements", ())),
         )
+
+    def warnings_for(self, requirement_id: str) -> list[Finding]:
+        return [finding for finding in self.warnings if finding.rule == requirement_id]
+
+    def measurements_for(self, requirement_id: str) -> list[Measurement]:
+        return [m for m in self.measurements if m.rule == requirement_id]
+
+    def about(self, requirement_id: str) -> str:
+        """What this check says of one requirement: its warning(s), or its message."""
+        warned = self.warnings_for(requirement_id)
+        if warned and (self.outcome is not Outcome.FAILED or requirement_id not in self.broke):
+            return "\n".join(finding.message for finding in warned)
+        return self.message
+
+    @property
+    def broke(self) -> tuple[str, ...]:
+        """The rules this check's failure broke: those it named, else all it cites."""
+        return self.broken or self.requirement_ids
 
 
 @dataclass(frozen=True)
@@ -204,9 +221,25 @@ def check_verdict(outcome: Outcome, requirement: Requirement) -> Verdict:
     return Verdict.ERROR
 
 
-def aggregate(verdicts: Iterable[Verdict]) -> Verdict:
+def check_judgement(check: CheckResult, requirement: Requirement) -> Verdict | None:
+    """The verdict *check* gives *requirement*, or None when it says nothing of it.
+
+    A failure counts only against the rules it broke: a check that failed on another of
+    its rules stopped before it judged this one, so it neither passes nor fails it. A
+    warning the check recorded against this rule makes a pass (or that silence) a ``warn``.
+    """
+    if check.outcome is Outcome.FAILED and requirement.id not in check.broke:
+        verdict: Verdict | None = None
+    else:
+        verdict = check_verdict(check.outcome, requirement)
+    if check.warnings_for(requirement.id) and verdict in (None, Verdict.PASS):
+        verdict = Verdict.ERROR if requirement.party is Party.CLIENT else Verdict.WARN
+    return verdict
+
+
+def aggregate(verdicts: Iterable[Verdict | None]) -> Verdict:
     """The worst verdict (fail > error > warn > pass > skip); none at all is ``untested``."""
-    present = set(verdicts)
+    present = {verdict for verdict in verdicts if verdict is not None}
     for verdict in SEVERITY:
         if verdict in present:
             return verdict
@@ -228,17 +261,25 @@ def _reason(
             return "its checks were not selected in this run (--only, --area, -k or -m)"
         return "no check in the suite verifies this requirement"
     total = len(checks)
-    judged = [(c, check_verdict(c.outcome, requirement)) for c in checks]
+    judged = [(c, check_judgement(c, requirement)) for c in checks]
     deciding = [c for c, v in judged if v is verdict]
+    if verdict is Verdict.UNTESTED:
+        return (
+            f"none of its {total} checks judged it: each failed on another rule first "
+            f"({checks[0].nodeid}: {_first_line(checks[0].message)})"
+        )
     if verdict is Verdict.PASS:
         skipped = sum(1 for _, v in judged if v is Verdict.SKIP)
         extra = f" ({skipped} skipped)" if skipped else ""
         return f"{len(deciding)} of {total} checks passed{extra}"
     first = deciding[0]
-    detail = _first_line(first.message) or first.outcome.value
+    detail = _first_line(first.about(requirement.id)) or first.outcome.value
+    warned = "failed (an interpretation, so a warning)"
+    if requirement.level is Level.MUST:
+        warned = "warned (met within the slack the spec leaves, or an open choice)"
     verb = {
         Verdict.FAIL: "failed",
-        Verdict.WARN: "failed (an interpretation, so a warning)",
+        Verdict.WARN: warned,
         Verdict.ERROR: "could not run (harness error)",
         Verdict.SKIP: "skipped",
     }[verdict]
@@ -263,7 +304,7 @@ def judge(
     verdicts = []
     for requirement in requirements:
         evidence = by_id.get(requirement.id, [])
-        verdict = aggregate(check_verdict(c.outcome, requirement) for c in evidence)
+        verdict = aggregate(check_judgement(c, requirement) for c in evidence)
         verdicts.append(
             RequirementVerdict(
                 requirement=requirement,

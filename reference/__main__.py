@@ -53,6 +53,22 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+#: Real HTTP clients' timers fire up to about a second late; more is another timeout.
+MAX_TIMER_SLACK_S = 1.0
+
+
+def _slack(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+    if not 0 <= seconds <= MAX_TIMER_SLACK_S:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 to {MAX_TIMER_SLACK_S:g} seconds of timer slack, got {value!r}"
+        )
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m reference", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +118,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"per-attempt delivery timeout (default {SPEC_DELIVERY_TIMEOUT_S:g}, the spec's; "
         "any other value is logged as a WARNING)",
     )
+    serve.add_argument(
+        "--timer-slack",
+        type=_slack,
+        default=0.0,
+        metavar="SECONDS",
+        help="test mode: let the delivery timer fire up to SECONDS (at most 1) late, rounded "
+        "to the loop clock's next whole second, as aiohttp's timers do (default 0)",
+    )
     serve.add_argument("--key-prefix", default="gk")
     serve.add_argument(
         "--variant",
@@ -141,6 +165,11 @@ def _warn_non_default(config: Config) -> None:
             "warning",
             message="delivery timeout differs from the spec's",
             delivery_timeout_s=config.delivery_timeout_s,
+        )
+    if config.delivery_timer_slack_s:
+        sys.stderr.write(
+            f"WARNING: test mode: delivery timers may fire up to "
+            f"{config.delivery_timer_slack_s:g} s late (--timer-slack)\n"
         )
     if config.egress != "loopback":
         sys.stderr.write(
@@ -210,6 +239,7 @@ def serve(args: argparse.Namespace) -> int:
         dns_server=args.dns_server,
         egress=args.egress,
         delivery_timeout_s=args.delivery_timeout,
+        delivery_timer_slack_s=args.timer_slack,
         faults=faults.enabled,
         master_secret=load_master_secret(store),
         choices=VARIANT if args.variant else Choices(),

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from html import escape
 from typing import TYPE_CHECKING
 
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.verdicts import (
     SEVERITY,
     CheckResult,
@@ -24,7 +24,7 @@ from conformance.verdicts import (
     RequirementVerdict,
     RunVerdicts,
     Verdict,
-    check_verdict,
+    check_judgement,
 )
 
 if TYPE_CHECKING:
@@ -98,14 +98,32 @@ def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
 
 
 def _check(check: CheckResult, rv: RequirementVerdict) -> str:
-    verdict = check_verdict(check.outcome, rv.requirement)
+    verdict = _judged(check, rv)
     parts = [
         f"<div class='check'><p>{_badge(verdict)} <code>{_e(check.nodeid)}</code> "
         f"<span class='muted'>{check.duration:.2f} s</span></p>"
     ]
-    if check.outcome is not Outcome.PASSED and check.message:
+    about = check.about(rv.requirement.id)
+    if verdict is Verdict.UNTESTED:
+        parts.append(
+            "<p class='muted'>this check failed on another of its rules first "
+            "and did not judge this one</p>"
+        )
+    if verdict is not Verdict.PASS and about:
         label = "reason" if check.outcome is Outcome.SKIPPED else "expected vs seen"
-        parts.append(f"<p>{label}</p><pre>{_e(check.message)}</pre>")
+        parts.append(f"<p>{label}</p><pre>{_e(about)}</pre>")
+    measured = check.measurements_for(rv.requirement.id)
+    if measured:
+        rows = "".join(
+            f"<tr><td>{_e(m.quantity)}</td><td>{m.value:.2f} {_e(m.unit)}</td>"
+            f"<td>{m.passing[0]:g} to {m.passing[1]:g}</td>"
+            f"<td>{m.warning[0]:g} to {m.warning[1]:g}</td><td>{_e(m.band)}</td></tr>"
+            for m in measured
+        )
+        parts.append(
+            "<table><tr><th>measured</th><th>value</th><th>pass band</th>"
+            f"<th>warn band</th><th>band</th></tr>{rows}</table>"
+        )
     if check.outcome in (Outcome.FAILED, Outcome.ERROR):
         # The last exchange is usually the one asserted on: shown open.
         last = len(check.exchanges) - 1
@@ -152,9 +170,14 @@ def _requirement(rv: RequirementVerdict) -> str:
     return "".join(parts)
 
 
+def _judged(check: CheckResult, rv: RequirementVerdict) -> Verdict:
+    """The check's verdict on this requirement; ``untested`` when it did not judge it."""
+    return check_judgement(check, rv.requirement) or Verdict.UNTESTED
+
+
 def _worst_first(rv: RequirementVerdict) -> list[CheckResult]:
     def rank(check: CheckResult) -> int:
-        return SEVERITY.index(check_verdict(check.outcome, rv.requirement))
+        return SEVERITY.index(_judged(check, rv))
 
     return sorted(rv.checks, key=rank)
 

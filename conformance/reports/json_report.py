@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from conformance.verdicts import RunVerdicts, check_verdict
+from conformance.verdicts import RunVerdicts, Verdict, check_judgement
 
 if TYPE_CHECKING:
     from conformance.reports import RunInfo
@@ -38,7 +38,11 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
                     {
                         "check": check.nodeid,
                         "outcome": check.outcome.value,
-                        "verdict": check_verdict(check.outcome, requirement).value,
+                        "verdict": (check_judgement(check, requirement) or Verdict.UNTESTED).value,
+                        "about": check.about(requirement.id),
+                        "measurements": [
+                            m.to_dict() for m in check.measurements_for(requirement.id)
+                        ],
                         "exchanges": list(range(len(check.exchanges))),
                     }
                     for check in rv.checks

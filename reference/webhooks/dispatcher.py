@@ -49,6 +49,8 @@ class DeliveryPolicy:
     """Attempts, backoff, timeout and concurrency (spec §6; faults may change them)."""
 
     timeout_s: float = 10.0
+    #: How late the timeout may fire (test mode, like real clients' timers; 0: on time).
+    timer_slack_s: float = 0.0
     backoff_s: tuple[float, ...] = (1.0, 2.0)
     max_attempts: int = 3
     concurrency: int = 32
@@ -190,6 +192,7 @@ class Dispatcher:
                     client,
                     request,
                     timeout_s=self._policy.timeout_s,
+                    timer_slack_s=self._policy.timer_slack_s,
                     options=self._options_for(row),
                 )
             # Backoff counts from the end of the failed attempt (spec §6).

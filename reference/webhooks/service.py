@@ -151,6 +151,7 @@ class WebhookService:
             timeout_s /= 2
         return DeliveryPolicy(
             timeout_s=timeout_s,
+            timer_slack_s=self.config.delivery_timer_slack_s,
             backoff_s=backoff,
             max_attempts=max_attempts,
             exhausted_outcome="failed"
@@ -917,6 +918,7 @@ class WebhookService:
                 await self.client(),
                 request,
                 timeout_s=self.delivery_policy.timeout_s,
+                timer_slack_s=self.delivery_policy.timer_slack_s,
                 options=self.options_for(row),
             )
             result = dataclasses.replace(result, n=row.attempt_count + 1)

@@ -607,3 +607,41 @@ def test_schema_file_is_plain_json() -> None:
     # The schema ships as data; tools other than ours read it.
     text = resources.files("conformance").joinpath("requirements.schema.json").read_text("utf-8")
     assert json.loads(text)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_catalog_timed_rules_have_nested_bands() -> None:
+    """Every timing entry gives pass and warn bands that nest, for any sane tolerance."""
+    timed = [r for r in load_catalog() if r.timing is not None]
+    assert {r.id for r in timed} >= {
+        "DLV-TIMEOUT-01",
+        "DLV-BACKOFF-01",
+        "DLV-BACKOFF-02",
+        "DLV-BACKOFF-03",
+    }
+    for requirement in timed:
+        assert requirement.timing is not None
+        for tolerance in (0.0, 0.6, 2.0):
+            bands = requirement.timing.bands(tolerance)
+            assert bands.warning[0] == bands.passing[0]
+            assert bands.warning[1] == bands.passing[1] + requirement.timing.slack
+
+
+def test_catalog_timeout_bands_settle_the_aiohttp_dispute() -> None:
+    """A retry 11.82 s after the first attempt (an aiohttp timer 0.82 s late) warns; a
+    30 s timeout, a 2 s first backoff and no backoff fail (tolerance 0.6 s)."""
+    catalog = load_catalog()
+
+    def band(rule: str, value: float) -> str:
+        timing = catalog[rule].timing
+        assert timing is not None
+        return timing.bands(0.6).band(value)
+
+    assert band("DLV-TIMEOUT-01", 10.9) == "pass"
+    assert band("DLV-TIMEOUT-01", 11.82) == "warn"
+    assert band("DLV-TIMEOUT-01", 31.0) == "fail"
+    assert band("DLV-TIMEOUT-01", 5.5) == "fail"
+    assert band("DLV-BACKOFF-01", 1.2) == "pass"
+    assert band("DLV-BACKOFF-01", 2.0) == "fail"
+    assert band("DLV-BACKOFF-01", 0.05) == "fail"
+    assert band("DLV-BACKOFF-02", 4.0) == "fail"
+    assert band("DLV-BACKOFF-02", 1.0) == "fail"

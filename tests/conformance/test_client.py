@@ -27,11 +27,10 @@ from conformance.client import (
     MAX_429_SECONDS,
     ApiClient,
     BudgetExceeded,
-    Exchange,
     Recorder,
-    default_env_var,
     parse_retry_after,
 )
+from conformance.evidence import Exchange, default_env_var
 from conformance.profile import Profile, parse_profile
 
 PRIMARY = "gk_CLIENTcanary0primary0key000001"
@@ -430,9 +429,7 @@ def test_public_surface() -> None:
         "EXCHANGES_KEY",
         "ApiClient",
         "BudgetExceeded",
-        "Exchange",
         "Recorder",
-        "default_env_var",
         "parse_retry_after",
     }
     assert all(hasattr(module, name) for name in module.__all__)

@@ -135,6 +135,40 @@ def test_passes():
     assert _results(report_dir)["ok"] is True
 
 
+def test_plugin_a_failure_counts_against_the_rule_it_names(checks: pytest.Pytester) -> None:
+    checks.makepyfile(
+        test_rules=f'''
+import pytest
+from conformance.findings import fail, warn
+
+@pytest.mark.requirement("{MUST[0]}", "{INTERP[0]}")
+def test_breaks_only_the_interpretation():
+    fail("assumed shape not met", rule="{INTERP[0]}")
+
+@pytest.mark.requirement("{MUST[1]}", "{INTERP[1]}")
+def test_warns_and_passes():
+    warn("within the slack of real clients", rule="{MUST[1]}")
+
+@pytest.mark.requirement("{MUST[2]}")
+def test_names_a_rule_it_does_not_cite():
+    fail("not mine", rule="{MUST[3]}")
+'''
+    )
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--report-dir", str(report_dir))
+    verdicts = _verdicts(report_dir)
+    assert verdicts[INTERP[0]] == "warn"
+    assert verdicts[MUST[0]] == "untested", "the failure broke only the interpretation"
+    assert verdicts[MUST[1]] == "warn"
+    assert verdicts[INTERP[1]] == "pass"
+    assert verdicts[MUST[2]] == "error", "naming an uncited rule is the harness breaking"
+    assert verdicts[MUST[3]] == "untested"
+    by_id = {r["id"]: r for r in _results(report_dir)["requirements"]}
+    assert f"{INTERP[0]}: assumed shape not met" in by_id[INTERP[0]]["reason"]
+    assert "within the slack of real clients" in by_id[MUST[1]]["reason"]
+    result.stdout.fnmatch_lines(["*1 failed, 1 passed, 1 warn*"])
+
+
 # Nested xdist runs start (and, for the dying check, restart) workers: on a loaded machine
 # that takes minutes, hence the long subprocess timeouts (still under pytest-timeout).
 def test_plugin_under_xdist_gives_same_verdicts(checks: pytest.Pytester) -> None:

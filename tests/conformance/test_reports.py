@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conformance.catalog import Level, Need, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
 from conformance.reports import (
     RunInfo,
     new_report_dir,

@@ -7,13 +7,15 @@ from dataclasses import replace
 import pytest
 
 from conformance.catalog import Level, Need, Party, Requirement
-from conformance.client import Exchange
+from conformance.evidence import Exchange
+from conformance.findings import Finding, Measurement
 from conformance.verdicts import (
     MAX_EXCHANGES,
     CheckResult,
     Outcome,
     Verdict,
     aggregate,
+    check_judgement,
     check_verdict,
     judge,
     trim_exchanges,
@@ -210,8 +212,70 @@ def test_verdicts_public_surface() -> None:
         "RunVerdicts",
         "Verdict",
         "aggregate",
+        "check_judgement",
         "check_verdict",
-        "exchange_from_dict",
         "judge",
         "trim_exchanges",
     ]
+
+
+def _failed(broken: tuple[str, ...], *ids: str) -> CheckResult:
+    return CheckResult(
+        nodeid="t::broke",
+        requirement_ids=ids,
+        outcome=Outcome.FAILED,
+        duration=0.1,
+        message="saw 30 s",
+        broken=broken,
+    )
+
+
+def test_judgement_a_failure_counts_only_against_the_rules_it_broke() -> None:
+    must = _requirement("DLV-TIMEOUT-01", Level.MUST)
+    interp = _requirement("DLV-TIMEOUT-02", Level.INTERPRETATION)
+    check = _failed(("DLV-TIMEOUT-02",), must.id, interp.id)
+    assert check_judgement(check, interp) is Verdict.WARN
+    assert check_judgement(check, must) is None, "stopped before judging the MUST"
+    verdicts = judge([must, interp], [check])
+    by_id = {rv.requirement.id: rv for rv in verdicts.requirements}
+    assert by_id[must.id].verdict is Verdict.UNTESTED
+    assert "failed on another rule first" in by_id[must.id].reason
+    assert by_id[interp.id].verdict is Verdict.WARN
+    assert verdicts.ok
+
+
+def test_judgement_a_failure_naming_no_rule_breaks_them_all() -> None:
+    must = _requirement("DLV-TIMEOUT-01", Level.MUST)
+    assert check_judgement(_failed((), must.id), must) is Verdict.FAIL
+
+
+def test_judgement_a_warning_on_a_must_makes_a_passing_check_warn() -> None:
+    must = _requirement("DLV-TIMEOUT-01", Level.MUST)
+    other = _requirement("DLV-TIMEOUT-02", Level.MUST)
+    check = CheckResult(
+        nodeid="t::late",
+        requirement_ids=(must.id, other.id),
+        outcome=Outcome.PASSED,
+        duration=0.1,
+        warnings=(Finding(must.id, "attempt ended 10.8 s after it started"),),
+    )
+    assert check_judgement(check, must) is Verdict.WARN
+    assert check_judgement(check, other) is Verdict.PASS
+    verdicts = judge([must, other], [check])
+    first = verdicts.requirements[0]
+    assert first.verdict is Verdict.WARN
+    assert "10.8 s" in first.reason
+    assert verdicts.ok
+
+
+def test_check_result_round_trips_its_findings() -> None:
+    check = CheckResult(
+        nodeid="t::x",
+        requirement_ids=("A-B-01", "A-B-02"),
+        outcome=Outcome.FAILED,
+        duration=1.0,
+        broken=("A-B-02",),
+        warnings=(Finding("A-B-01", "late"),),
+        measurements=(Measurement("A-B-01", "gap", 1.4, "s", "warn", (0.6, 1.3), (0.6, 2.0)),),
+    )
+    assert CheckResult.from_dict(check.to_dict()) == check
