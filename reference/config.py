@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from reference.store import Store
 
-__all__ = ["VARIANT", "Choices", "Config", "load_master_secret"]
+__all__ = ["VARIANT", "VARIANT_TIMER_SLACK_S", "Choices", "Config", "load_master_secret"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,11 @@ class Choices:
         """Names of the choices on which ``self`` and ``other`` differ."""
         return [f.name for f in fields(self) if getattr(self, f.name) != getattr(other, f.name)]
 
+
+#: How late the variant's delivery timers may fire (the choice ``timer-slack`` of the
+#: catalog, ``Config.delivery_timer_slack_s``): a real client's timer, aiohttp's, fires up
+#: to a second after a 10 s timeout, which still meets "Per-attempt timeout 10 s".
+VARIANT_TIMER_SLACK_S = 1.0
 
 #: The other legitimate side of every open choice (``python -m reference serve --variant``).
 VARIANT = Choices(
