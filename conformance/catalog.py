@@ -16,6 +16,10 @@ areas), and offers it as typed, immutable objects::
 A broken catalog raises :class:`CatalogError` whose message names the entry (its index
 and id) and the problem, so a bad edit is found at once rather than as a confusing
 failure in a check.
+
+The catalog's ``choices`` (:class:`Choice`) list where the spec leaves room, with the
+requirements each bears on and the side the reference implementation and its variant
+take; each requirement id must exist, or the catalog does not load.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "ID_PATTERN",
     "Catalog",
     "CatalogError",
+    "Choice",
     "Level",
     "Need",
     "Party",
@@ -151,6 +156,24 @@ class Requirement:
         return f"§{self.section} {self.heading}"
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A place where the spec leaves room, so that implementations may differ.
+
+    ``spec`` holds the spec words that leave it open; a warning of a check of one of its
+    ``requirements`` against an implementation on the other side is expected, a MUST
+    failure never is.
+    """
+
+    id: str
+    name: str
+    spec: tuple[str, ...]
+    requirements: tuple[str, ...]
+    reference: str
+    variant: str
+    notes: str | None = None
+
+
 # eq=False: compared and hashed by identity (its mappings are unhashable, and there is
 # one catalog per process anyway).
 @dataclass(frozen=True, eq=False)
@@ -163,6 +186,8 @@ class Catalog:
     spec: Mapping[str, str]
     areas: Mapping[str, str]
     requirements: tuple[Requirement, ...]
+    #: Where the spec leaves room (the catalog's ``choices``), in file order.
+    choices: tuple[Choice, ...] = ()
     _by_id: Mapping[str, Requirement] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +238,10 @@ class Catalog:
         """Requirements grouped by level (every level present, possibly empty)."""
         return {level: tuple(r for r in self.requirements if r.level is level) for level in Level}
 
+    def choices_of(self, requirement_id: str) -> tuple[Choice, ...]:
+        """The open choices that bear on *requirement_id*."""
+        return tuple(c for c in self.choices if requirement_id in c.requirements)
+
     def unknown(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` that the catalog does not hold, once each, in order."""
         return list(dict.fromkeys(i for i in ids if i not in self._by_id))
@@ -249,6 +278,8 @@ def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
     if not problems:
         # Only a schema-valid document has the shape the semantic rules assume.
         problems = _semantic_problems(document)
+    if not problems:
+        problems = _choice_problems(document)
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         more = len(problems) - len(shown)
@@ -263,7 +294,41 @@ def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
         spec=MappingProxyType(dict(document["spec"])),
         areas=MappingProxyType(areas),
         requirements=requirements,
+        choices=tuple(_choice(entry) for entry in document.get("choices", ())),
     )
+
+
+def _choice(entry: Mapping[str, Any]) -> Choice:
+    spec = entry["spec"]
+    return Choice(
+        id=entry["id"],
+        name=entry["name"],
+        spec=tuple(
+            " ".join(words.split()) for words in ([spec] if isinstance(spec, str) else spec)
+        ),
+        requirements=tuple(entry["requirements"]),
+        reference=" ".join(entry["reference"].split()),
+        variant=" ".join(entry["variant"].split()),
+        notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
+    )
+
+
+def _choice_problems(document: Mapping[str, Any]) -> list[str]:
+    """Unique choice ids, and requirement ids the catalog holds."""
+    problems: list[str] = []
+    known = {entry["id"] for entry in document["requirements"]}
+    seen: set[str] = set()
+    for index, entry in enumerate(document.get("choices", ())):
+        label = f"choices[{index}] ({entry['id']})"
+        if entry["id"] in seen:
+            problems.append(f"{label}: duplicate choice id")
+        seen.add(entry["id"])
+        problems.extend(
+            f"{label}: requirement {requirement_id!r} is not in the catalog"
+            for requirement_id in entry["requirements"]
+            if requirement_id not in known
+        )
+    return problems
 
 
 def _requirement(entry: Mapping[str, Any]) -> Requirement:
