@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,9 +36,18 @@ from rich.text import Text
 
 from conformance.dns import DnsServer, run_zone_dir
 from conformance.launcher import EmbeddedReference, LaunchError
-from conformance.plugin import is_warning
+from conformance.plugin import RUN_KEY, is_warning
+from conformance.plugin.state import Preloaded
 from conformance.profile import Profile, ProfileError, load_profile, write_template
-from conformance.reports import JSON_NAME, new_report_dir
+from conformance.reports import (
+    ALLURE_DIR,
+    HTML_NAME,
+    JSON_NAME,
+    JUNIT_NAME,
+    new_report_dir,
+)
+from conformance.secrets import Redactor
+from conformance.verdicts import RunVerdicts, Verdict
 
 __all__ = [
     "EXIT_FAILED",
@@ -209,7 +217,7 @@ def run(options: argparse.Namespace) -> int:
             err.print(str(error), markup=False)
             return EXIT_USAGE
         with _serve_dns(profile, profile_arg, err):
-            return _run_pytest(options, profile_arg, report_dir, err)
+            return _run_pytest(options, Preloaded(profile_arg, profile), report_dir, err)
     err.print(
         "no --profile: starting the embedded reference implementation"
         + (" (variant)" if options.variant else "")
@@ -217,7 +225,13 @@ def run(options: argparse.Namespace) -> int:
     )
     try:
         with EmbeddedReference(faults=options.fault, variant=options.variant) as embedded_profile:
-            return _run_pytest(options, embedded_profile, report_dir, err)
+            try:
+                profile = load_profile(embedded_profile)
+            except ProfileError as error:
+                # The embedded reference wrote a profile we cannot read: our bug.
+                err.print(str(error), markup=False)
+                return EXIT_HARNESS
+            return _run_pytest(options, Preloaded(embedded_profile, profile), report_dir, err)
     except LaunchError as error:
         err.print(f"genapi-conformance: {error}", markup=False)
         return EXIT_HARNESS
@@ -266,10 +280,9 @@ def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) ->
         str(profile),
         "--report-dir",
         str(report_dir),
-        "--junitxml",
-        str(report_dir / "junit.xml"),
+        # With a report folder the plugin puts junit.xml and allure-results/ into it.
         "--alluredir",
-        str(report_dir / "allure-results"),
+        str(report_dir / ALLURE_DIR),
         "-rfEs",
     ]
     if options.workers > 0:
@@ -339,49 +352,54 @@ def _pytest_output(path: Path) -> Iterator[IO[str]]:
         yield sink
 
 
+class _Verdicts:
+    """A pytest plugin that keeps the run's verdicts once the plugin has judged them."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.verdicts: RunVerdicts | None = None
+        self.redactor = redactor
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        state = config.stash.get(RUN_KEY, None)  # None: the plugin refused the options
+        if state is not None:
+            self.verdicts, self.redactor = state.verdicts, state.redactor
+
+
 def _run_pytest(
-    options: argparse.Namespace, profile_path: Path, report_dir: Path, err: Console
+    options: argparse.Namespace, target: Preloaded, report_dir: Path, err: Console
 ) -> int:
-    try:
-        profile = load_profile(profile_path)
-    except ProfileError as error:
-        err.print(str(error), markup=False)
-        return EXIT_HARNESS  # the embedded reference wrote a profile we cannot read
-    redactor = profile.redactor()
     report_dir.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(err)
+    progress, kept = _Progress(err), _Verdicts(target.profile.redactor())
     with tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch:
         # pytest's terminal output goes to a file (the live count is on stderr); it is
         # redacted before it joins the reports.
         log = Path(scratch) / PYTEST_LOG
         with _pytest_output(log):
-            code = pytest.main(pytest_args(options, profile_path, report_dir), plugins=[progress])
-        (report_dir / PYTEST_LOG).write_bytes(redactor.bytes(log.read_bytes()))
+            code = pytest.main(
+                pytest_args(options, target.path, report_dir), plugins=[progress, kept, target]
+            )
+        # The run's redactor: it also knows the secrets created during the run.
+        (report_dir / PYTEST_LOG).write_bytes(kept.redactor.bytes(log.read_bytes()))
     # Every other artifact was redacted by the plugin as pytest finished.
-    results = _read_results(report_dir)
-    summary = Console(highlight=False)
-    _summarise(summary, results, report_dir, int(code))
-    return exit_code(int(code), results)
+    counts = None if kept.verdicts is None else _counts(kept.verdicts)
+    _summarise(Console(highlight=False), target.profile, kept.verdicts, report_dir, int(code))
+    return exit_code(int(code), counts)
 
 
-def _read_results(report_dir: Path) -> dict[str, Any] | None:
-    path = report_dir / JSON_NAME
-    if not path.is_file():
-        return None
-    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return loaded
+def _counts(verdicts: RunVerdicts) -> dict[str, int]:
+    return {verdict.value: count for verdict, count in verdicts.counts().items()}
 
 
-def exit_code(pytest_code: int, results: dict[str, Any] | None) -> int:
-    """The run's exit code from pytest's and the verdicts (see the module docstring)."""
+def exit_code(pytest_code: int, counts: Mapping[str, int] | None) -> int:
+    """The run's exit code from pytest's and the verdict counts (see the module docstring);
+    *counts* is None when pytest stopped before judging anything."""
     if pytest_code == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
-    if results is None or pytest_code in (
+    if counts is None or pytest_code in (
         pytest.ExitCode.INTERRUPTED,
         pytest.ExitCode.INTERNAL_ERROR,
     ):
         return EXIT_HARNESS
-    counts = results["counts"]
     if counts.get("fail", 0):
         return EXIT_FAILED
     if counts.get("error", 0):
@@ -402,40 +420,44 @@ _STYLES = {
 
 
 def _summarise(
-    console: Console, results: dict[str, Any] | None, report_dir: Path, pytest_code: int
+    console: Console,
+    profile: Profile,
+    verdicts: RunVerdicts | None,
+    report_dir: Path,
+    pytest_code: int,
 ) -> None:
     """One screen: counts by verdict, what failed (ids with titles), where the reports are."""
-    if results is None:
+    if verdicts is None:
         console.print(
             f"[bold red]no results: pytest stopped (exit {pytest_code}); "
             f"see {report_dir / PYTEST_LOG}[/]"
         )
         return
-    table = Table(title=Text(f"Conformance of {results['profile']['name']}"))
+    table = Table(title=Text(f"Conformance of {profile.name}"))
     table.add_column("verdict")
     table.add_column("requirements", justify="right")
-    for verdict, count in results["counts"].items():
-        table.add_row(f"[{_STYLES.get(verdict, '')}]{verdict}[/]", str(count))
+    for verdict, count in verdicts.counts().items():
+        table.add_row(f"[{_STYLES.get(verdict.value, '')}]{verdict.value}[/]", str(count))
     console.print(table)
-    for verdict in ("fail", "error", "warn"):
-        listed = [r for r in results["requirements"] if r["verdict"] == verdict]
+    for verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN):
+        listed = verdicts.with_verdict(verdict)
         shown = listed[:15]
-        for requirement in shown:
-            line = Text(f"{verdict.upper():5} ", style=_STYLES[verdict])
+        for rv in shown:
+            line = Text(f"{verdict.value.upper():5} ", style=_STYLES[verdict.value])
             # Ids and titles are plain text, never markup; the reasons are in the reports.
-            line.append(f"{requirement['id']:<20} {requirement['heading']}")
+            line.append(f"{rv.requirement.id:<20} {rv.requirement.heading}")
             console.print(line, no_wrap=True, overflow="ellipsis")
         if len(listed) > len(shown):
-            console.print(f"      … and {len(listed) - len(shown)} more {verdict}")
+            console.print(f"      … and {len(listed) - len(shown)} more {verdict.value}")
     verdict_line = (
         "[bold green]conformant[/]: no MUST requirement failed"
-        if results["ok"]
+        if verdicts.ok
         else "[bold red]not conformant[/]"
     )
     console.print(verdict_line)
     console.print(
-        f"reports: {report_dir} (report.html, results.json, junit.xml, "
-        f"allure-results/, {PYTEST_LOG})"
+        f"reports: {report_dir} ({HTML_NAME}, {JSON_NAME}, {JUNIT_NAME}, "
+        f"{ALLURE_DIR}/, {PYTEST_LOG})"
     )
 
 

@@ -1,8 +1,8 @@
 """The suite's HTTP client: thin, bounded, and recording every exchange redacted.
 
 Checks send the request under test by hand through :meth:`ApiClient.request`: the
-exact method, path, headers and body, so that a failure shows exactly what was sent
-(STYLE.md §4). The client only adds what every request needs: the base URL, the API key
+exact method, path, headers and body, so that a failure shows exactly what was sent;
+helpers only set up. The client only adds what every request needs: the base URL, the API key
 of a role (spec §5.1) or a console session token (spec §5.5), timeouts, a count bound,
 and patience with 429 (spec §7: wait Retry-After, back off exponentially).
 

@@ -16,7 +16,8 @@ and derandomised, and send them themselves. This module holds what they share:
   (the suite's client sends, so every exchange is recorded and redacted);
 * :func:`documented_schema`: the schema file the document gives a status's body.
 
-Safety (DESIGN.md "Safety rules", hard): Schemathesis fills ``format: uri`` fields with
+Safety (hard: the suite never makes an implementation dial anything but the suite's own
+receivers and harmless reject targets): Schemathesis fills ``format: uri`` fields with
 real-looking public URLs (measured: ``https://4s5jt.4gt2q7.info``), and an implementation
 may dial a callback target. So every drawn body passes through :func:`make_safe` before it
 is sent: every string in a field that may name a delivery target (``callback_url``,

@@ -51,7 +51,8 @@ class EmbeddedReference:
 
     The receiver's address (127.0.0.1) is allowlisted (``--allow-cidr 127.0.0.1/32``) so
     the reference treats the suite's receiver as public; every other private address stays
-    rejected, as the rejection checks need (DESIGN.md, the loopback rule).
+    rejected, as the rejection checks need: the spec rejects loopback callback targets, and
+    the receiver listens on loopback, so without the allowlist no delivery could reach it.
 
     With ``dns`` (the default) a DNS server for :data:`~conformance.dns.DEFAULT_DOMAIN`
     serves on a free loopback UDP port for as long as the reference runs; the reference

@@ -8,11 +8,13 @@ spec §3, a delay beyond the 10 s per-attempt timeout, a redirect that must not 
 followed, spec §6 Behaviour) and captures what arrived: the raw body bytes (signatures
 are verified on them, spec §6 Signature 3), the headers, and the arrival time taken with
 ``time.monotonic()`` inside the handler (pytest-httpserver logs only after the handler
-returns, without times: FACTS-tools.md).
+returns, without arrival times).
 
 :class:`Canary` listeners catch connections that must never happen: a dual-stack socket
 on ``[::]`` on its own port sees 127.0.0.2, 0.0.0.0, ::1 and mapped forms; a listener on
-127.0.0.2 at the receiver's port sees a name rebound to 127.0.0.2 (FACTS-webhooks-ssrf.md).
+127.0.0.2 at the receiver's port sees a name rebound to 127.0.0.2 (a test allowlist of
+127.0.0.1/32 legitimately admits every spelling of 127.0.0.1, so the rejection vectors and
+canaries use 127.0.0.2 instead).
 
 Nothing here sleeps to synchronise: waits are on a condition with a deadline.
 """

@@ -1,8 +1,8 @@
 """Secrets that cannot be printed, and the one redactor that masks them everywhere.
 
 A conformance run handles API keys, console session tokens and webhook signing secrets
-(spec §5). None of them may reach a report, a log line or an attachment (DESIGN.md,
-safety rules). Two walls keep them out:
+(spec §5). None of them may reach a report, a log line or an attachment: a report is
+handed on, a CI log is public. Two walls keep them out:
 
 * :class:`Secret` wraps a value so that ``str()``, ``repr()`` and f-strings show
   ``***``; only :meth:`Secret.reveal` gives the value, so every use is greppable.

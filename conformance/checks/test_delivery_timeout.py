@@ -2,8 +2,8 @@
 
 Two chains run side by side for the whole module (about 35 s): a *silent* target that
 holds every reply well beyond 10 s (its attempts are abandoned and retried: about 0, 11,
-23 s when backoff counts from the timeout, FACTS-webhooks-ssrf.md), and a *slow* target
-that answers 200 after 7 s (within the timeout: success, no retry).
+23 s when backoff counts from the timeout), and a *slow* target that answers 200 after
+7 s (within the timeout: success, no retry).
 """
 
 from __future__ import annotations

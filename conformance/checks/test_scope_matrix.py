@@ -20,8 +20,8 @@ import pytest
 
 from conformance.asserts import assert_not_refused_for_auth, assert_status
 from conformance.client import ApiClient
+from conformance.fixtures.profile import run_profile
 from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.plugin import RUN_KEY
 from conformance.profile import KeyProfile, Profile
 from conformance.receiver import Receiver
 from conformance.secrets import Redactor
@@ -110,7 +110,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Build the matrix from the run's profile (none given: no cases, pytest says why)."""
     if "role" not in metafunc.fixturenames:
         return
-    profile = metafunc.config.stash[RUN_KEY].profile
+    profile = run_profile(metafunc.config)
     build = {
         "test_scoped_endpoint_with_key_lacking_scope_returns_403": _outside_cases,
         "test_scoped_endpoint_with_key_holding_scope_is_served": _inside_cases,

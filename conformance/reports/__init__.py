@@ -25,8 +25,10 @@ from conformance.secrets import Redactor
 from conformance.verdicts import RunVerdicts
 
 __all__ = [
+    "ALLURE_DIR",
     "HTML_NAME",
     "JSON_NAME",
+    "JUNIT_NAME",
     "RunInfo",
     "new_report_dir",
     "redact_tree",
@@ -35,8 +37,11 @@ __all__ = [
     "write_reports",
 ]
 
+#: The files and folders of a run's report folder: named here, and nowhere else.
 JSON_NAME = "results.json"
 HTML_NAME = "report.html"
+JUNIT_NAME = "junit.xml"
+ALLURE_DIR = "allure-results"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +37,7 @@ __all__ = [
     "FaultRuns",
     "RegisteredFault",
     "SuiteRun",
+    "fault_is_caught_test",
     "fault_problem",
     "planned_faults",
     "registry",
@@ -282,3 +283,21 @@ class FaultRuns:
         """Drop the runs not started (a test selection or an interrupt ended early) and
         wait for the ones going: each is bounded by its subprocess timeout."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def fault_is_caught_test(part: Sequence[int]) -> Callable[[RegisteredFault, FaultRuns], None]:
+    """The test of one part of the matrix, parametrized with that part's faults; each
+    module of the matrix binds it to a name pytest collects (``test_fault_is_caught``).
+    The ``fault_runs`` fixture (``conftest.py``) starts the module's runs ahead."""
+
+    @pytest.mark.slow
+    @pytest.mark.timeout(2 * FAULT_RUN_TIMEOUT_S + 60)
+    @pytest.mark.parametrize("fault", share(registry(), part), ids=lambda f: f.name)
+    def test_fault_is_caught(fault: RegisteredFault, fault_runs: FaultRuns) -> None:
+        """The reference with this one fault fails (MUST) or warns (INTERPRETATION) the
+        requirement the fault names, in a run of only that requirement's checks."""
+        problem = fault_problem(fault, fault_runs.result(fault))
+        if problem is not None:
+            pytest.fail(problem, pytrace=False)
+
+    return test_fault_is_caught

@@ -72,7 +72,7 @@ def _counts(**nonzero: int) -> dict[str, Any]:
 def test_exit_code_from_pytest_and_verdicts(
     pytest_code: int, results: dict[str, Any] | None, expected: int
 ) -> None:
-    assert exit_code(pytest_code, results) == expected
+    assert exit_code(pytest_code, None if results is None else results["counts"]) == expected
 
 
 def _options(**overrides: Any) -> argparse.Namespace:
@@ -91,7 +91,7 @@ def test_pytest_args_pass_selection_and_workers(tmp_path: Path) -> None:
     assert "--pyargs conformance.checks" in joined
     assert "-n 2 --dist loadfile" in joined
     assert f"--profile {tmp_path / 'p.toml'}" in joined
-    assert f"--junitxml {tmp_path / 'out' / 'junit.xml'}" in joined
+    assert "--junitxml" not in joined, "the plugin puts junit.xml into the report folder"
     assert f"--alluredir {tmp_path / 'out' / 'allure-results'}" in joined
     assert "--only TIER-READ-01" in joined and "--area SIG" in joined and "-k tier" in joined
     in_process = pytest_args(_options(workers=0), tmp_path / "p.toml", tmp_path / "out")

@@ -19,20 +19,16 @@ network namespace.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fault_matrix import (
-    FAULT_RUN_TIMEOUT_S,
     FULL_RUN_TIMEOUT_S,
     PARTS,
     SHARES,
-    FaultRuns,
     RegisteredFault,
     SuiteRun,
-    fault_problem,
-    planned_faults,
+    fault_is_caught_test,
     registry,
     run_suite,
     share,
@@ -126,24 +122,4 @@ def test_every_checked_requirement_has_a_fault(clean_run: SuiteRun) -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def fault_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[FaultRuns]:
-    """The runs of this module's selected faults, started a few ahead of their tests."""
-    runs = FaultRuns(tmp_path_factory.mktemp("faults"), planned_faults(request))
-    try:
-        yield runs
-    finally:
-        runs.close()
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(2 * FAULT_RUN_TIMEOUT_S + 60)
-@pytest.mark.parametrize("fault", share(registry(), PART), ids=lambda f: f.name)
-def test_fault_is_caught(fault: RegisteredFault, fault_runs: FaultRuns) -> None:
-    """The reference with this one fault fails (MUST) or warns (INTERPRETATION) the
-    requirement the fault names, in a run of only that requirement's checks."""
-    problem = fault_problem(fault, fault_runs.result(fault))
-    if problem is not None:
-        pytest.fail(problem, pytrace=False)
+test_fault_is_caught = fault_is_caught_test(PART)

@@ -1,9 +1,10 @@
 """conformance.fuzzing: the bundled document, drawn cases, and the URL-safety override.
 
-The safety property is the point (DESIGN.md "Safety rules"): whatever Schemathesis draws,
-a body sent by the fuzz checks holds no delivery target other than the given safe URLs
-and the reject vectors. These tests draw many bodies of every operation that takes one,
-in both modes, and look at every string in them. No network: cases are drawn, not sent.
+The safety property is the point (the suite makes nothing dial off-machine): whatever
+Schemathesis draws, a body sent by the fuzz checks holds no delivery target other than the
+given safe URLs and the reject vectors. These tests draw many bodies of every operation
+that takes one, in both modes, and look at every string in them.
+No network: cases are drawn, not sent.
 """
 
 from __future__ import annotations

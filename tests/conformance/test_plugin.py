@@ -479,7 +479,7 @@ def test_plugin_public_surface() -> None:
         "RUN_KEY",
         "RunState",
         "is_warning",
-        "profile_path",
+        "run_state",
     ]
     assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}
 

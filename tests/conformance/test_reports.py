@@ -176,8 +176,10 @@ def test_reports_public_surface() -> None:
     from conformance import reports
 
     assert reports.__all__ == [
+        "ALLURE_DIR",
         "HTML_NAME",
         "JSON_NAME",
+        "JUNIT_NAME",
         "RunInfo",
         "new_report_dir",
         "redact_tree",

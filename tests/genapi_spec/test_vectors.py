@@ -151,7 +151,7 @@ def test_names_table_and_requires_agree() -> None:
 
 
 def test_reject_vectors_aim_at_the_discard_port() -> None:
-    """DESIGN.md safety: a vulnerable IUT would really dial a reject vector."""
+    """A vulnerable IUT would really dial a reject vector: each aims at the discard port."""
     for vector in VECTORS:
         if vector["verdict"] != "reject" or vector["rule"] == "port":
             continue

@@ -1,4 +1,4 @@
-"""The public surface of reference.netguard is small and pinned (STYLE.md #9)."""
+"""The public surface of reference.netguard is small and pinned: a test asserts it."""
 
 from __future__ import annotations
 
