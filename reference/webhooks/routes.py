@@ -7,9 +7,10 @@ account (404 otherwise, the same answer as for an unknown id, so ids of other ac
 cannot be probed; or 403, the choice ``foreign_resource_status``).
 
 Payload choices applied here (``Config.choices``, the spec shows none of these):
-``console_webhook_payloads`` (creation 201 with ``created_at`` / 200 with ``enabled``;
-the list an object ``{"webhooks", "total"}`` / a bare array; deletion 204 / 200 with a
-body; a test answer with ``id`` / ``delivery_id``), ``redeliver_answer`` (the attempt
+``console_webhook_payloads`` (``url``, ``events``, ``secret`` / ``endpoint_url``,
+``event_types``, ``signing_secret``; creation 201 with ``created_at`` / 200 with
+``enabled``; the list an object ``{"webhooks", "total"}`` / a bare array; deletion 204 /
+200 with a body; a test answer with ``id`` / ``delivery_id``), ``redeliver_answer`` (the attempt
 too / outcome and status_code only) and ``record_extras`` (a record's ``id``, ``mode``,
 ``webhook_id`` and times / ``delivery_id``, ``generation_id`` and ``created_at``).
 """
@@ -30,9 +31,19 @@ if TYPE_CHECKING:
 
 __all__ = ["webhook_routes"]
 
+#: The variant's names of a registered webhook's fields (choice console-webhook-payloads).
+VARIANT_WEBHOOK_FIELDS = {
+    "url": "endpoint_url",
+    "events": "event_types",
+    "secret": "signing_secret",
+}
 #: The spec's fields of a delivery record (§2) and of a redeliver answer (§4).
 RECORD_FIELDS = ("event_type", "outcome", "status_code", "target_url", "attempts")
 REDELIVER_FIELDS = ("outcome", "status_code")
+
+
+def _renamed(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    return {names.get(name, name): value for name, value in body.items()}
 
 
 def _only(answer: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -66,17 +77,24 @@ def webhook_routes(service: WebhookService) -> list[BaseRoute]:
 
     async def create_webhook(request: Request) -> Response:
         session = await require_session(request)
-        created = await service.create_webhook(session.account_id, await read_json_object(request))
+        body = await read_json_object(request)
+        if variant_console:
+            body = _renamed(body, {new: old for old, new in VARIANT_WEBHOOK_FIELDS.items()})
+        created = await service.create_webhook(session.account_id, body)
         if variant_console:
             del created["created_at"]
-            return JSONResponse({**created, "enabled": True})
+            return JSONResponse(_renamed({**created, "enabled": True}, VARIANT_WEBHOOK_FIELDS))
         return JSONResponse(created, status_code=201)
 
     async def list_webhooks(request: Request) -> Response:
         session = await require_session(request)
         webhooks = service.list_webhooks(session.account_id)
         if variant_console:
-            return JSONResponse([{**w, "enabled": True} for w in webhooks["webhooks"]])
+            listed = [
+                _renamed({**w, "enabled": True}, VARIANT_WEBHOOK_FIELDS)
+                for w in webhooks["webhooks"]
+            ]
+            return JSONResponse(listed)
         return JSONResponse(webhooks)
 
     async def delete_webhook(request: Request) -> Response:

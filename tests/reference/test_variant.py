@@ -378,15 +378,16 @@ def test_variant_session_opens_the_key_allowed_endpoints_only(variant: RunningRe
 
 
 def test_variant_console_webhook_payloads(variant: RunningReference) -> None:
-    """console-webhook-payloads, id-form and hmac-keying: create 200 with enabled and a
-    whsec_ base64 secret, list a bare array, delete 200 with a body."""
+    """console-webhook-payloads, id-form and hmac-keying: create from endpoint_url, 200 with
+    enabled and a whsec_ base64 signing_secret, list a bare array, delete 200 with a body."""
     client = _login(variant)
-    created = client.post("/api/webhooks", json={"url": SILENT_TARGET})
+    created = client.post("/api/webhooks", json={"endpoint_url": SILENT_TARGET})
     assert created.status_code == 200, created.text
     hook = created.json()
     assert hook["enabled"] is True and "created_at" not in hook
     assert re.fullmatch(r"hook_[0-9a-f]{32}", hook["id"])
-    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{32}", hook["secret"])
+    assert re.fullmatch(r"whsec_[A-Za-z0-9+/]{32}", hook["signing_secret"])
+    assert hook["endpoint_url"] == SILENT_TARGET and "url" not in hook
     listed = client.get("/api/webhooks").json()
     assert isinstance(listed, list) and hook["id"] in [w["id"] for w in listed]
     deleted = client.delete(f"/api/webhooks/{hook['id']}")
@@ -397,7 +398,7 @@ def test_variant_webhook_delivery_list_limit_and_order(variant: RunningReference
     """list-limit: 20 records without a limit, over 100 clamped, 0 taken as absent;
     list-order: oldest first; record-extras: delivery_id, no mode."""
     client = _login(variant)
-    hook = client.post("/api/webhooks", json={"url": SILENT_TARGET}).json()
+    hook = client.post("/api/webhooks", json={"endpoint_url": SILENT_TARGET}).json()
     sent = [client.post(f"/api/webhooks/{hook['id']}/test").json() for _ in range(22)]
     assert all(set(answer) == {"delivery_id", "outcome", "status_code"} for answer in sent)
     key = bearer(variant.key("primary"))

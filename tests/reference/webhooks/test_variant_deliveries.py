@@ -165,10 +165,11 @@ def test_variant_console_test_delivery_is_webhook_ping(
     under the variant's keying."""
     running, client = _variant(reference_factory)
     cookies = _session(running)
-    hook = client.post("/api/webhooks", json={"url": receiver.url("/ping")}, headers=cookies)
+    body = {"endpoint_url": receiver.url("/ping")}
+    hook = client.post("/api/webhooks", json=body, headers=cookies)
     assert hook.status_code == 200, hook.text
     answer = client.post(f"/api/webhooks/{hook.json()['id']}/test", headers=cookies)
     assert answer.json()["outcome"] == "delivered", answer.text
     (arrival,) = receiver.wait_for("/ping", 1, 5.0)
     assert json.loads(arrival.body)["event"] == "webhook.ping"
-    _verified_t(arrival, hook.json()["secret"])
+    _verified_t(arrival, hook.json()["signing_secret"])
