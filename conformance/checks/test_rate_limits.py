@@ -40,9 +40,10 @@ import pytest
 from conformance.asserts import credits_used_today, describe
 from conformance.client import ApiClient, Recorder, parse_retry_after
 from conformance.events import delivery_deadline
+from conformance.findings import fail, warn
 from conformance.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint
+from conformance.receiver import Delivery, DeliveryTimeout, Endpoint
 
 ROLE: Final = "low-limit"
 TIER_PATH: Final = "/v1/account/tier"
@@ -52,6 +53,11 @@ WINDOW_SECONDS: Final = 60.0
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
 CONCURRENCY_TRIALS: Final = 3
+#: A burst whose events arrive this far apart (or a quarter of a generation's time from
+#: submit to event, if that is less) was not all running at once: one submit waited for a
+#: slot. Generations run side by side finish within milliseconds of each other.
+QUEUED_SPREAD_S: Final = 0.1
+QUEUED_SPREAD_SHARE: Final = 0.25
 
 
 def _is_integer(value: object) -> bool:
@@ -152,10 +158,10 @@ def _accepted_id(response: httpx.Response, what: str) -> str:
     raise SetupFailed(f"setup: {what}: expected 202 with an id, saw {describe(response)}{hint}")
 
 
-def _wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
+def _wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> list[Delivery]:
     """Wait for *count* events at *endpoint*: those generations are no longer in flight."""
     try:
-        endpoint.wait_for(count, delivery_deadline(profile))
+        return endpoint.wait_for(count, delivery_deadline(profile))
     except DeliveryTimeout as error:
         raise SetupFailed(f"setup: the generations did not report back: {error}") from None
 
@@ -371,18 +377,23 @@ def test_rate_retry_after_waiting_retry_after_is_served(api: ApiClient, rate_run
 
 
 @pytest.mark.sandbox
-@pytest.mark.requirement("RATE-CONC-01")
-def test_concurrency_submit_beyond_limit_is_refused(
+@pytest.mark.requirement("RATE-CONC-01", "RATE-CONC-02")
+def test_concurrency_submit_beyond_limit_is_refused_or_waits(
     api: ApiClient,
     make_api: Callable[..., ApiClient],
     make_endpoint: Callable[..., Endpoint],
     profile: Profile,
     recorder: Recorder,
 ) -> None:
-    """Of concurrent_limit + 1 submits sent at once, one is refused.
+    """Of concurrent_limit + 1 submits sent at once, one is refused, or one waits for the
+    others: the account never has more than concurrent_limit generations running.
 
-    The submits carry the sandbox fail prompt, so their credits come back (spec §1) and
-    the burst does not eat into the daily cap; each burst's generations are waited for.
+    Refusing is our reading (RATE-CONC-02); a service may as well queue the extra submit
+    (the catalog's choice ``concurrency``), which only warns. A queued submit finishes at
+    least one generation's time after the first: all of a burst finishing together is
+    what breaks RATE-CONC-01. The submits carry the sandbox fail prompt, so their credits
+    come back (spec §1) and the burst does not eat into the daily cap; each burst's
+    generations are waited for.
     """
     limit = int(_tier(api)["concurrent_limit"])
     burst = limit + 1
@@ -390,7 +401,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
         pytest.skip(f"concurrent_limit {limit} is over the request budget of a rate check")
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     clients = [make_api() for _ in range(burst)]
-    seen: list[list[int]] = []
+    seen: list[str] = []
     for _ in range(CONCURRENCY_TRIALS):
         _WINDOW.make_room(recorder, burst, profile)
         endpoint = make_endpoint()
@@ -400,18 +411,32 @@ def test_concurrency_submit_beyond_limit_is_refused(
                 "POST", IMAGES, role=ROLE, json=_submit_body(target, prompt), patient=False
             )
 
+        sent_at = time.monotonic()
         with ThreadPoolExecutor(max_workers=burst) as pool:
             responses = list(pool.map(send, clients))
         statuses = [r.status_code for r in responses]
-        seen.append(statuses)
         accepted = sum(1 for s in statuses if 200 <= s < 300)
-        if accepted:
-            _wait_finished(endpoint, accepted, profile)
+        arrived = _wait_finished(endpoint, accepted, profile) if accepted else []
         if any(400 <= s < 500 for s in statuses):
             return
-    raise AssertionError(
-        f"RATE-CONC-01: expected one of {burst} simultaneous submits (concurrent_limit = "
-        f"{limit}) to be refused; statuses of {CONCURRENCY_TRIALS} bursts: {seen}"
+        if not arrived:
+            seen.append(f"{statuses}")
+            continue
+        ends = sorted(d.arrived_at for d in arrived)
+        spread, first = ends[-1] - ends[0], ends[0] - sent_at
+        seen.append(f"{statuses}: first event +{first:.2f} s, all within {spread:.2f} s")
+        if spread >= min(QUEUED_SPREAD_S, first * QUEUED_SPREAD_SHARE):
+            warn(
+                f"none of {burst} simultaneous submits (concurrent_limit = {limit}) was "
+                f"refused; the last finished {spread:.2f} s after the first, so the service "
+                "queues the extra submit (the catalog's choice concurrency)",
+                rule="RATE-CONC-02",
+            )
+            return
+    fail(
+        f"{burst} simultaneous submits (concurrent_limit = {limit}) were all accepted and "
+        f"finished together, none refused and none waiting for a slot: {'; '.join(seen)}",
+        rule="RATE-CONC-01",
     )
 
 
