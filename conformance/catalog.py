@@ -13,13 +13,18 @@ areas), and offers it as typed, immutable objects::
     requirement = catalog["SIG-HMAC-01"]
     musts = catalog.by_level()[Level.MUST]
 
+An entry's ``quote`` holds the spec text that states it, so that a reader (and a vendor)
+can hold the check against the spec's own words; each quote must occur in the spec
+(whitespace collapsed), or the catalog does not load.
+
 A broken catalog raises :class:`CatalogError` whose message names the entry (its index
 and id) and the problem, so a bad edit is found at once rather than as a confusing
 failure in a check.
 
 The catalog's ``choices`` (:class:`Choice`) list where the spec leaves room, with the
-requirements each bears on and the side the reference implementation and its variant
-take; each requirement id must exist, or the catalog does not load.
+spec words that leave it, the requirements each bears on and the side the reference
+implementation and its variant take; each requirement id must exist and the spec words
+occur in the spec, or the catalog does not load.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from conformance.findings import Bands
+from genapi_spec import spec_text
 
 __all__ = [
     "ID_PATTERN",
@@ -51,6 +57,7 @@ __all__ = [
     "Timing",
     "catalog_schema",
     "load_catalog",
+    "normalise_space",
     "parse_catalog",
     "unknown_ids",
 ]
@@ -140,6 +147,8 @@ class Requirement:
     notes: str | None = None
     party: Party = Party.SERVICE
     timing: Timing | None = None
+    #: The spec text that states the requirement, single-spaced (see :func:`normalise_space`).
+    quotes: tuple[str, ...] = ()
 
     @property
     def topic(self) -> str:
@@ -242,6 +251,11 @@ class Catalog:
         """The open choices that bear on *requirement_id*."""
         return tuple(c for c in self.choices if requirement_id in c.requirements)
 
+    def unquoted_musts(self) -> tuple[Requirement, ...]:
+        """The MUST requirements that quote no spec text (a MUST is a rule the spec states,
+        so each one should say where)."""
+        return tuple(r for r in self.requirements if r.level is Level.MUST and not r.quotes)
+
     def unknown(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` that the catalog does not hold, once each, in order."""
         return list(dict.fromkeys(i for i in ids if i not in self._by_id))
@@ -257,9 +271,17 @@ def catalog_schema() -> dict[str, Any]:
 
 @cache
 def load_catalog() -> Catalog:
-    """The catalog shipped with the suite, validated (read once per process)."""
+    """The catalog shipped with the suite, validated against its schema and its quotes
+    against the spec text (read once per process)."""
     text = resources.files(_PACKAGE).joinpath(_CATALOG_FILE).read_text(encoding="utf-8")
-    return parse_catalog(text, source=f"{_PACKAGE}/{_CATALOG_FILE}")
+    return parse_catalog(text, source=f"{_PACKAGE}/{_CATALOG_FILE}", spec=spec_text())
+
+
+def normalise_space(text: str) -> str:
+    """*text* with every run of whitespace (line breaks included) collapsed to one space
+    and the ends stripped: how a quote is compared with the spec, whose sentences wrap
+    across lines."""
+    return " ".join(text.split())
 
 
 def unknown_ids(ids: Iterable[str]) -> list[str]:
@@ -267,8 +289,12 @@ def unknown_ids(ids: Iterable[str]) -> list[str]:
     return load_catalog().unknown(ids)
 
 
-def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
-    """Parse and validate catalog YAML text; raise :class:`CatalogError` if it is broken."""
+def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = None) -> Catalog:
+    """Parse and validate catalog YAML text; raise :class:`CatalogError` if it is broken.
+
+    With *spec* (the spec's Markdown text), every quote must also occur in it, compared
+    single-spaced (:func:`normalise_space`).
+    """
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -277,9 +303,9 @@ def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
     problems = _schema_problems(document)
     if not problems:
         # Only a schema-valid document has the shape the semantic rules assume.
-        problems = _semantic_problems(document)
+        problems = _semantic_problems(document, None if spec is None else normalise_space(spec))
     if not problems:
-        problems = _choice_problems(document)
+        problems = _choice_problems(document, None if spec is None else normalise_space(spec))
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         more = len(problems) - len(shown)
@@ -298,23 +324,27 @@ def parse_catalog(text: str, *, source: str = "<catalog>") -> Catalog:
     )
 
 
+def _choice_words(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """A choice's ``spec`` (one string or a list of them), single-spaced."""
+    words = entry["spec"]
+    return tuple(normalise_space(w) for w in ([words] if isinstance(words, str) else words))
+
+
 def _choice(entry: Mapping[str, Any]) -> Choice:
-    spec = entry["spec"]
     return Choice(
         id=entry["id"],
         name=entry["name"],
-        spec=tuple(
-            " ".join(words.split()) for words in ([spec] if isinstance(spec, str) else spec)
-        ),
+        spec=_choice_words(entry),
         requirements=tuple(entry["requirements"]),
-        reference=" ".join(entry["reference"].split()),
-        variant=" ".join(entry["variant"].split()),
-        notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
+        reference=normalise_space(entry["reference"]),
+        variant=normalise_space(entry["variant"]),
+        notes=normalise_space(entry["notes"]) if "notes" in entry else None,
     )
 
 
-def _choice_problems(document: Mapping[str, Any]) -> list[str]:
-    """Unique choice ids, and requirement ids the catalog holds."""
+def _choice_problems(document: Mapping[str, Any], spec: str | None) -> list[str]:
+    """Unique choice ids, requirement ids the catalog holds and, given the single-spaced
+    *spec*, spec words found in it."""
     problems: list[str] = []
     known = {entry["id"] for entry in document["requirements"]}
     seen: set[str] = set()
@@ -328,6 +358,12 @@ def _choice_problems(document: Mapping[str, Any]) -> list[str]:
             for requirement_id in entry["requirements"]
             if requirement_id not in known
         )
+        if spec is not None:
+            problems.extend(
+                f"{label}: spec words not found in the spec (whitespace collapsed): {words!r}"
+                for words in _choice_words(entry)
+                if words not in spec
+            )
     return problems
 
 
@@ -340,23 +376,30 @@ def _requirement(entry: Mapping[str, Any]) -> Requirement:
         area=match["area"],
         section=entry["section"],
         heading=entry["heading"],
-        statement=" ".join(entry["statement"].split()),
+        statement=normalise_space(entry["statement"]),
         level=Level(entry["level"]),
         needs=tuple(Need(n) for n in entry["needs"]),
-        notes=" ".join(entry["notes"].split()) if "notes" in entry else None,
+        notes=normalise_space(entry["notes"]) if "notes" in entry else None,
         party=Party(entry.get("party", Party.SERVICE)),
         timing=_timing(entry["timing"]) if "timing" in entry else None,
+        quotes=_quotes(entry),
     )
 
 
 def _timing(entry: Mapping[str, Any]) -> Timing:
     low, high = entry["expected"]
     return Timing(
-        measures=" ".join(entry["measures"].split()),
+        measures=normalise_space(entry["measures"]),
         expected=(float(low), float(high)),
         slack=float(entry["slack"]),
-        rationale=" ".join(entry["rationale"].split()),
+        rationale=normalise_space(entry["rationale"]),
     )
+
+
+def _quotes(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """An entry's ``quote`` (one string or a list of them) as single-spaced strings."""
+    quote = entry.get("quote", ())
+    return tuple(normalise_space(q) for q in ([quote] if isinstance(quote, str) else quote))
 
 
 def _entry_label(document: Any, path: Iterable[Any]) -> str:
@@ -380,7 +423,8 @@ def _schema_problems(document: Any) -> list[str]:
     return [f"{_entry_label(document, error.path)}: {error.message}" for error in errors]
 
 
-def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
+def _semantic_problems(document: Mapping[str, Any], spec: str | None) -> list[str]:
+    """Unique ids, declared areas and, given the single-spaced *spec*, quotes found in it."""
     problems: list[str] = []
     areas = document["areas"]
     first_index: dict[str, int] = {}
@@ -398,5 +442,11 @@ def _semantic_problems(document: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"{label}: area {match['area']!r} is not declared under `areas` "
                 f"(declared: {', '.join(areas)})"
+            )
+        if spec is not None:
+            problems.extend(
+                f"{label}: quote not found in the spec (whitespace collapsed): {quote!r}"
+                for quote in _quotes(entry)
+                if quote not in spec
             )
     return problems

@@ -28,6 +28,7 @@ from conformance.catalog import (
     Party,
     catalog_schema,
     load_catalog,
+    normalise_space,
     parse_catalog,
     unknown_ids,
 )
@@ -197,6 +198,39 @@ def test_client_duties_are_marked_as_such() -> None:
     # Statements about receivers and client code are never held against an IUT.
     client = {r.id for r in load_catalog() if r.party is Party.CLIENT}
     assert {"SIG-RECV-01", "SIG-RECV-02", "DLV-DEDUPE-01", "RATE-CLIENT-01"} <= client
+
+
+# ---------------------------------------------------- quotes
+
+
+def test_every_quote_occurs_in_the_spec() -> None:
+    # Read from the raw YAML, so that a loader that skipped the check would not hide a
+    # misquote; whitespace is collapsed on both sides (spec sentences wrap across lines).
+    spec = " ".join(spec_text().split())
+    misquoted = []
+    for entry in _raw_catalog()["requirements"]:
+        quote = entry.get("quote", [])
+        for text in [quote] if isinstance(quote, str) else quote:
+            if " ".join(text.split()) not in spec:
+                misquoted.append(f"{entry['id']}: {text!r}")
+    assert misquoted == [], "quotes not found in spec/generation-api.md:\n" + "\n".join(misquoted)
+
+
+def test_shipped_catalog_has_quotes() -> None:
+    # Guards the test above against passing vacuously.
+    assert sum(len(r.quotes) for r in load_catalog()) > 0
+
+
+def test_unquoted_musts_of_the_shipped_catalog_are_musts_without_quotes() -> None:
+    catalog = load_catalog()
+    unquoted = catalog.unquoted_musts()
+    assert all(r.level is Level.MUST and not r.quotes for r in unquoted)
+    expected = [r.id for r in catalog if r.level is Level.MUST and not r.quotes]
+    assert [r.id for r in unquoted] == expected
+
+
+def test_normalise_space_collapses_every_run_of_whitespace() -> None:
+    assert normalise_space("  a\n  b\t\tc \r\n") == "a b c"
 
 
 # ---------------------------------------------------- "not shown" stays INTERPRETATION
@@ -496,6 +530,103 @@ def test_minimal_catalog_parses() -> None:
     assert catalog["SIG-HMAC-02"].notes is None
 
 
+_SPEC = """## 6. Events
+
+### Signature
+1. Signed string is the timestamp, a dot, then the exact raw request body.
+4. Signature timestamp tolerance window: not shown.
+
+| Property | Value |
+| --- | --- |
+| Per-attempt timeout | 10 s |
+"""
+
+
+def _quoted(*quotes: Any, level: str = "MUST") -> dict[str, Any]:
+    """The minimal catalog whose second entry has ``quote`` set to *quotes* (one string
+    when one is given) and level *level*."""
+    document = copy.deepcopy(_MINIMAL)
+    second = document["requirements"][1]
+    second["quote"] = quotes[0] if len(quotes) == 1 else list(quotes)
+    second["level"] = level
+    if level == "INTERPRETATION":
+        second["notes"] = "The tolerance window is not shown."
+    return document
+
+
+def test_quote_of_one_string_becomes_a_tuple_of_one() -> None:
+    catalog = parse_catalog(_dump(_quoted("Signed string is the timestamp")), spec=_SPEC)
+    assert catalog["SIG-HMAC-02"].quotes == ("Signed string is the timestamp",)
+    assert catalog["SIG-HMAC-01"].quotes == ()
+
+
+def test_quote_list_keeps_its_order_single_spaced() -> None:
+    catalog = parse_catalog(
+        _dump(_quoted("| Per-attempt timeout | 10 s |", "a dot,\n   then the exact raw")),
+        spec=_SPEC,
+    )
+    assert catalog["SIG-HMAC-02"].quotes == (
+        "| Per-attempt timeout | 10 s |",
+        "a dot, then the exact raw",
+    )
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        pytest.param("Signed string is the timestamp, a dot, then the exact raw", id="sentence"),
+        pytest.param("request body.  4. Signature", id="across-a-line-break"),
+        pytest.param("| Per-attempt timeout | 10 s |", id="table-row"),
+        pytest.param("Per-attempt timeout | 10 s", id="table-cells"),
+    ],
+)
+def test_quote_found_in_the_spec_with_whitespace_collapsed(quote: str) -> None:
+    parse_catalog(_dump(_quoted(quote)), spec=_SPEC)
+
+
+def test_interpretation_may_quote_what_the_spec_leaves_open() -> None:
+    catalog = parse_catalog(
+        _dump(_quoted("tolerance window: not shown.", level="INTERPRETATION")), spec=_SPEC
+    )
+    assert catalog["SIG-HMAC-02"].quotes == ("tolerance window: not shown.",)
+    assert catalog.unquoted_musts() == (catalog["SIG-HMAC-01"],)
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        pytest.param("Signed string is the timestamp and the body", id="reworded"),
+        pytest.param("| Per-attempt timeout | 10 s | Backoff", id="beyond-the-spec"),
+        pytest.param("signed string is the timestamp", id="case-differs"),
+    ],
+)
+def test_loader_rejects_a_quote_not_in_the_spec_naming_the_entry(quote: str) -> None:
+    document = _quoted("Signed string is the timestamp", quote)
+    with pytest.raises(CatalogError) as raised:
+        parse_catalog(_dump(document), source="broken.yaml", spec=_SPEC)
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "broken.yaml: 1 problem(s):"
+    assert "requirements[1] (SIG-HMAC-02)" in lines[1]
+    assert "quote not found in the spec" in lines[1]
+    assert repr(quote) in lines[1]
+
+
+def test_quotes_are_checked_only_against_a_given_spec() -> None:
+    # parse_catalog without a spec validates the shape only; load_catalog always passes
+    # the spec (test_every_quote_occurs_in_the_spec holds the shipped quotes to it).
+    catalog = parse_catalog(_dump(_quoted("words the spec never says")))
+    assert catalog["SIG-HMAC-02"].quotes == ("words the spec never says",)
+
+
+def test_unquoted_musts_lists_musts_without_a_quote_in_file_order() -> None:
+    document = copy.deepcopy(_MINIMAL)
+    document["areas"]["KEY"] = "keys"
+    document["requirements"].append(_entry("KEY-NAME-01"))
+    document["requirements"][1]["quote"] = "Signed string is the timestamp"
+    catalog = parse_catalog(_dump(document), spec=_SPEC)
+    assert [r.id for r in catalog.unquoted_musts()] == ["SIG-HMAC-01", "KEY-NAME-01"]
+
+
 def _broken(change: str) -> dict[str, Any]:
     document = copy.deepcopy(_MINIMAL)
     second = document["requirements"][1]
@@ -519,6 +650,12 @@ def _broken(change: str) -> dict[str, Any]:
         second["tests"] = ["test_x"]
     elif change == "bad-section":
         second["section"] = "§6"
+    elif change == "empty-quote-list":
+        second["quote"] = []
+    elif change == "blank-quote":
+        second["quote"] = ["Signed string", "  "]
+    elif change == "quote-not-text":
+        second["quote"] = {"text": "Signed string"}
     else:  # pragma: no cover - a typo in the parametrisation below
         raise AssertionError(change)
     return document
@@ -567,6 +704,13 @@ def _broken(change: str) -> dict[str, Any]:
             id="unknown-field",
         ),
         pytest.param("bad-section", "requirements[1] (SIG-HMAC-02)", "'§6'", id="bad-section"),
+        pytest.param(
+            "empty-quote-list", "requirements[1] (SIG-HMAC-02)", "quote", id="empty-quote-list"
+        ),
+        pytest.param("blank-quote", "requirements[1] (SIG-HMAC-02)", "quote", id="blank-quote"),
+        pytest.param(
+            "quote-not-text", "requirements[1] (SIG-HMAC-02)", "quote", id="quote-not-text"
+        ),
     ],
 )
 def test_loader_rejects_broken_entry_naming_it(change: str, label: str, problem: str) -> None:

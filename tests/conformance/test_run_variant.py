@@ -55,6 +55,12 @@ def test_a_choice_naming_an_unknown_requirement_does_not_load() -> None:
         parse_catalog(_MINIMAL % "AUTH-STATUS-99")
 
 
+def test_a_choice_whose_spec_words_are_not_in_the_spec_does_not_load() -> None:
+    assert parse_catalog(_MINIMAL % "AUTH-STATUS-01", spec="a s b").choices
+    with pytest.raises(CatalogError, match="spec words not found"):
+        parse_catalog(_MINIMAL % "AUTH-STATUS-01", spec="nothing here")
+
+
 def test_choices_of_a_requirement() -> None:
     ids = {choice.id for choice in load_catalog().choices_of("AUTH-STATUS-01")}
     assert "bad-key-status" in ids
