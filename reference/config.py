@@ -118,6 +118,9 @@ class Choices:
     #: duration up to 600 s, or ``<digit>K`` sizes, ``<number>p`` resolutions, integer
     #: durations 1-60 and prompts up to 4000 characters.
     body_values: Literal["lenient", "strict"] = "lenient"
+    #: Status of a submit for a model category the tier lacks (spec §2 names the field,
+    #: not the refusal): 403, like a scope, or 400.
+    model_category_status: Literal[403, 400] = 403
     #: Body fields the spec does not show: tolerated, or refused.
     unknown_body_fields: Literal["tolerate", "refuse"] = "tolerate"
     #: Another account's generation, webhook or delivery: 404 or 403 (webhook.id in a
@@ -183,6 +186,7 @@ VARIANT = Choices(
     test_event="webhook.ping",
     pending_status="pending",
     body_values="strict",
+    model_category_status=400,
     unknown_body_fields="refuse",
     foreign_resource_status=403,
     redeliver_answer="minimal",

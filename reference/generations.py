@@ -336,9 +336,9 @@ class GenerationService:
             "model-category-not-enforced"
         ):
             # Spec §2 names allowed_model_types; the status for a category the tier lacks
-            # is not shown: 403 (an interpretation, like a missing scope).
+            # is not shown: 403 (an interpretation, like a missing scope), or the choice's.
             raise ApiError(
-                403,
+                self.config.choices.model_category_status,
                 f"the tier {tier.plan_code!r} does not include the {operation.type!r} model "
                 f"category (allowed: {', '.join(tier.allowed_model_types)})",
             )

@@ -184,6 +184,12 @@ def test_variant_body_values_and_unknown_fields_refused(
     assert _submit(variant.client(), variant.key("primary"), body, path).status_code == 422
 
 
+def test_variant_model_category_outside_the_tier_is_400(variant: RunningReference) -> None:
+    """model-category-status: a video submit on a tier without video is refused with 400."""
+    key = variant.key("restricted-models")
+    assert _submit(variant.client(), key, {"prompt": "p"}, "/v1/videos/generate").status_code == 400
+
+
 def test_variant_body_values_shown_in_the_spec_are_accepted(variant: RunningReference) -> None:
     client, key = variant.client(), variant.key("primary")
     body = {"prompt": "p", "duration": 5, "resolution": "720p"}
