@@ -47,8 +47,11 @@ class ConsoleApi:
     #: Method and path of a revocation; ``{key_id}`` names the key.
     revoke: tuple[str, str]
     create_status: int
+    revoke_status: int
     #: Status of a key creation refused by the active-key limit (spec §2: refused).
     limit_status: int
+    #: The key list: an object ``{"keys", "total"}``, or a bare array.
+    keys_listed_bare: bool = False
     key_fields: Mapping[str, str] = field(default_factory=dict)
 
     def name(self, field_name: str) -> str:
@@ -67,6 +70,7 @@ REFERENCE_CONSOLE = ConsoleApi(
     keys_path="/api/keys",
     revoke=("DELETE", "/api/keys/{key_id}"),
     create_status=201,
+    revoke_status=204,
     limit_status=409,
 )
 VARIANT_CONSOLE = ConsoleApi(
@@ -77,7 +81,9 @@ VARIANT_CONSOLE = ConsoleApi(
     keys_path="/api/api-keys",
     revoke=("POST", "/api/api-keys/{key_id}/revoke"),
     create_status=200,
+    revoke_status=200,
     limit_status=403,
+    keys_listed_bare=True,
     key_fields={
         "id": "key_id",
         "name": "label",
@@ -189,7 +195,7 @@ async def list_keys(request: Request) -> Response:
     session = await require_session(request)
     api = _api(request)
     keys = [api.key_view(k) for k in accounts.list_keys(_auth(request).store, session.account_id)]
-    if api is VARIANT_CONSOLE:
+    if api.keys_listed_bare:
         return JSONResponse(keys)
     return JSONResponse({"keys": keys, "total": len(keys)})
 
@@ -216,9 +222,9 @@ async def revoke_key(request: Request) -> Response:
     view = accounts.revoke_key(
         _auth(request).store, session.account_id, request.path_params["key_id"]
     )
-    if api is VARIANT_CONSOLE:
-        return JSONResponse(api.key_view(view))
-    return Response(status_code=204)
+    if api.revoke_status == 204:
+        return Response(status_code=204)
+    return JSONResponse(api.key_view(view), status_code=api.revoke_status)
 
 
 async def console_tier(request: Request) -> Response:
