@@ -33,6 +33,7 @@ __all__ = [
     "assert_webhook_list",
     "credits_used_today",
     "describe",
+    "json_values",
 ]
 
 #: The statuses that mean "not authenticated" or "not allowed" (spec §5.3, §7).
@@ -97,6 +98,29 @@ def assert_not_refused_for_auth(response: httpx.Response, rule: str | None, why:
             f"(not 401/403, not 5xx), saw {describe(response)}",
             rule=rule,
         )
+
+
+def json_values(response: httpx.Response) -> list[Any]:
+    """Every value of a response's JSON body, nested ones included, the body itself first
+    (none when the body is not JSON).
+
+    How a check finds an id, a secret or a figure in a console answer whose payload the
+    spec does not show (§4): wherever it sits, under whatever name.
+    """
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return []
+    found: list[Any] = []
+    pending: list[Any] = [body]
+    while pending:
+        value = pending.pop()
+        found.append(value)
+        if isinstance(value, dict):
+            pending.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            pending.extend(reversed(value))
+    return found
 
 
 def assert_webhook_list(response: httpx.Response, rule: str | None = None) -> list[dict[str, Any]]:

@@ -36,7 +36,6 @@ __all__ = [
     "CANCELLED",
     "COMPLETED",
     "ENVELOPE_FIELDS",
-    "EVENT_HEADERS",
     "FAILED",
     "FINAL_STATUSES",
     "QUIET_AFTER_SETTLED_SECONDS",
@@ -65,15 +64,6 @@ CANCELLED: Final = "generation.cancelled"
 
 #: The fields of the event envelope (spec §2), the whole strict envelope (spec §4 rule 2).
 ENVELOPE_FIELDS: Final = ("id", "event", "created_at", "api_version", "webhook_id", "data")
-
-#: The delivery headers (spec §6 Delivery request), neutral "Service" form.
-EVENT_HEADERS: Final = (
-    "X-Service-Event",
-    "X-Service-Delivery",
-    "X-Service-Attempt",
-    "X-Service-Generation",
-    "X-Service-Signature",
-)
 
 #: How a generation names its target (spec §4 rule 1): ``webhook.url`` (inline binding),
 #: ``callback_url`` (legacy flat body), ``webhook.id`` (registered webhook).

@@ -122,7 +122,7 @@ class OperationPaths:
     A refusal proves something only where the same request with a good credential is
     served, so the ids in the paths are real: one image generation submitted by the
     primary key with an inline target on the suite's receiver (its id, and the id of its
-    delivery, from X-Service-Delivery, spec §6), and a registered webhook created with
+    delivery, from the X-<brand>-Delivery header, spec §6), and a registered webhook created with
     the primary console session (when the profile has one; else a made-up id, and the
     webhook checks only see a 404 from a good key). Created on first use, once per module.
 
@@ -184,7 +184,7 @@ class OperationPaths:
             generation_id = self.generation_id
             arrived = self.endpoint.wait_for(self.ATTEMPTS, timeout=self.delivery_timeout)
             first = arrived[0]
-            delivery_id = first.headers.get("x-service-delivery") or str(first.json().get("id"))
+            delivery_id = first.header("Delivery") or str(first.json().get("id"))
             self._await_redeliverable(generation_id)
             self._delivery_id = delivery_id
         return self._delivery_id

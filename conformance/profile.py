@@ -25,7 +25,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 from urllib.parse import urlsplit
 
 import jsonschema
@@ -35,18 +35,25 @@ import genapi_spec
 from .secrets import Redactor, Secret
 
 __all__ = [
+    "DELIVERY_HEADER_NAMES",
+    "RATE_REQUESTS",
     "SCOPES",
+    "SECRET_KEYINGS",
     "BudgetsProfile",
     "CapabilityMissing",
     "DnsProfile",
     "KeyProfile",
     "Profile",
     "ProfileError",
+    "RateProfile",
+    "RateRequest",
     "ReceiverProfile",
     "SandboxProfile",
+    "SecretKeying",
     "SessionProfile",
     "TimingProfile",
     "UsageProfile",
+    "WireProfile",
     "load_profile",
     "parse_profile",
     "profile_schema",
@@ -64,6 +71,23 @@ SCOPES: Final = (
 )
 
 _SECRET_FIELDS: Final = ("key", "signing_secret", "token", "password")
+
+#: The delivery headers of spec §6 by the word after the brand: ``X-<brand>-<name>``.
+DELIVERY_HEADER_NAMES: Final = ("Event", "Delivery", "Attempt", "Generation", "Signature")
+
+#: How a signing secret becomes the HMAC key (spec §6 Signature 2, "HMAC-SHA256 with the
+#: webhook secret"): ``utf8`` keys with the whole secret string's UTF-8 bytes, prefix
+#: included (the literal reading, Stripe's way); ``base64-after-prefix`` base64-decodes the
+#: text after the ``whsec_`` prefix (the whole text when it has none), as the Standard
+#: Webhooks libraries do. ``conformance.signatures`` applies them.
+SecretKeying = Literal["utf8", "base64-after-prefix"]
+SECRET_KEYINGS: Final[tuple[SecretKeying, ...]] = get_args(SecretKeying)
+
+#: The request a check sends to exercise the per-minute limit (spec §8, "Requests per
+#: minute | Per tier, per API key, rolling window"): ``reads`` (GET /v1/account/tier) or
+#: ``submits`` (submits refused before any credit is spent).
+RateRequest = Literal["reads", "submits"]
+RATE_REQUESTS: Final[tuple[RateRequest, ...]] = get_args(RateRequest)
 
 
 class ProfileError(ValueError):
@@ -167,6 +191,39 @@ class TimingProfile:
 
 
 @dataclass(frozen=True)
+class WireProfile:
+    """How the deployment puts its deliveries on the wire where the spec leaves it a word.
+
+    The spec writes the delivery headers ``X-Service-*`` and says the brand word was
+    replaced by "Service" in the document (§6): a deployment sends its own word
+    (``X-Acme-Signature``), named here once. The HMAC keying of a signing secret is
+    declared too (:data:`SecretKeying`); signatures are verified with it.
+    """
+
+    header_brand: str = "Service"
+    secret_keying: SecretKeying = "utf8"  # noqa: S105 (a keying's name, not a secret)
+
+    def header(self, name: str) -> str:
+        """The deployment's name of a delivery header: ``header("Signature")`` gives
+        ``X-Acme-Signature`` for the brand word ``Acme``."""
+        if name not in DELIVERY_HEADER_NAMES:
+            raise ValueError(f"{name!r} is not a delivery header; one of {DELIVERY_HEADER_NAMES}")
+        return f"X-{self.header_brand}-{name}"
+
+    @property
+    def delivery_headers(self) -> tuple[str, ...]:
+        """The five delivery headers of spec §6, as the deployment names them."""
+        return tuple(self.header(name) for name in DELIVERY_HEADER_NAMES)
+
+
+@dataclass(frozen=True)
+class RateProfile:
+    """Which request exercises the per-minute limit (:data:`RateRequest`)."""
+
+    request: RateRequest = "reads"
+
+
+@dataclass(frozen=True)
 class Profile:
     """A validated target profile. Frozen: checks cannot change what others see."""
 
@@ -184,6 +241,8 @@ class Profile:
     usage: UsageProfile | None = None
     budgets: BudgetsProfile = field(default_factory=BudgetsProfile)
     timing: TimingProfile = field(default_factory=TimingProfile)
+    wire: WireProfile = field(default_factory=WireProfile)
+    rate: RateProfile = field(default_factory=RateProfile)
     source: str = "<memory>"
 
     def key(self, role: str) -> KeyProfile:
@@ -287,6 +346,11 @@ class Profile:
                 "destructive": self.budgets.destructive,
             },
             "timing": {"tolerance_seconds": self.timing.tolerance_seconds},
+            "wire": {
+                "header_brand": self.wire.header_brand,
+                "secret_keying": self.wire.secret_keying,
+            },
+            "rate": {"request": self.rate.request},
         }
 
 
@@ -509,6 +573,8 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         usage=usage,
         budgets=BudgetsProfile(**document.get("budgets", {})),
         timing=TimingProfile(tolerance_seconds=float(timing.get("tolerance_seconds", 0.6))),
+        wire=WireProfile(**document.get("wire", {})),
+        rate=RateProfile(**document.get("rate", {})),
         source=source,
     )
 

@@ -39,7 +39,7 @@ import httpx
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from .profile import ReceiverProfile
+from .profile import ReceiverProfile, WireProfile
 
 __all__ = [
     "Canary",
@@ -83,7 +83,11 @@ class Reply:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One request that reached an endpoint, as received."""
+    """One request that reached an endpoint, as received.
+
+    *wire* is how the deployment names its delivery headers (the profile's ``[wire]``,
+    given to the receiver): :meth:`header` reads them by their own name.
+    """
 
     raw_body: bytes
     headers: httpx.Headers  # a case-insensitive Mapping[str, str]
@@ -93,6 +97,13 @@ class Delivery:
     query: str = ""
     remote_addr: str | None = None
     replied: Reply = field(default_factory=Reply)
+    wire: WireProfile = field(default_factory=WireProfile, repr=False)
+
+    def header(self, name: str) -> str | None:
+        """The delivery header *name* (``"Event"``, ``"Delivery"``, ``"Attempt"``,
+        ``"Generation"``, ``"Signature"``) under the deployment's brand word, if sent."""
+        value: str | None = self.headers.get(self.wire.header(name))
+        return value
 
     def json(self) -> Any:
         """The body parsed as JSON (after signature checks, which use :attr:`raw_body`)."""
@@ -101,9 +112,10 @@ class Delivery:
     def summary(self, origin: float) -> str:
         """One line for failure messages: time, method, event headers, our reply."""
         parts = [f"+{self.arrived_at - origin:.2f}s {self.method}"]
-        for name in ("x-service-event", "x-service-attempt", "x-service-delivery"):
-            if name in self.headers:
-                parts.append(f"{name}={self.headers[name]}")
+        for name in ("Event", "Attempt", "Delivery"):
+            value = self.header(name)
+            if value is not None:
+                parts.append(f"{self.wire.header(name)}={value}")
         parts.append(f"{len(self.raw_body)} bytes, replied {self.replied.status}")
         return " ".join(parts)
 
@@ -251,10 +263,14 @@ class _Server(HTTPServer):
 
 
 class Receiver:
-    """The run's webhook receiver, bound as the profile's ``[receiver]`` says."""
+    """The run's webhook receiver, bound as the profile's ``[receiver]`` says; deliveries
+    read their headers under the profile's ``[wire]`` brand word."""
 
-    def __init__(self, config: ReceiverProfile | None = None) -> None:
+    def __init__(
+        self, config: ReceiverProfile | None = None, wire: WireProfile | None = None
+    ) -> None:
         self.config = config or ReceiverProfile()
+        self.wire = wire or WireProfile()
         self._lock = threading.Lock()
         self._endpoints: dict[str, Endpoint] = {}
         self._stopping = threading.Event()
@@ -349,6 +365,7 @@ class Receiver:
                     query=request.query_string.decode("latin-1"),
                     remote_addr=request.remote_addr,
                     replied=reply,
+                    wire=self.wire,
                 )
 
             with self._lock:

@@ -1,18 +1,22 @@
 """Webhook signature verification (spec §6 "Signature"), the suite's one implementation.
 
-A delivery carries ``X-Service-Signature: t=<unix_timestamp>,v1=<hex_digest>``. The
-signed string is the timestamp, a dot, then the exact raw request body (§6 Signature 1);
-the digest is HMAC-SHA256 with the webhook secret, hex-encoded (§6 Signature 2). The
-suite verifies on the raw bytes as received, before any JSON parsing, and compares in
-constant time (§6 Signature 3), as it asks every receiver to.
+A delivery carries ``X-<brand>-Signature: t=<unix_timestamp>,v1=<hex_digest>`` (the spec
+writes the brand word as "Service"; the profile's ``[wire] header_brand`` names the
+deployment's). The signed string is the timestamp, a dot, then the exact raw request body
+(§6 Signature 1); the digest is HMAC-SHA256 with the webhook secret, hex-encoded (§6
+Signature 2). The suite verifies on the raw bytes as received, before any JSON parsing,
+and compares in constant time (§6 Signature 3), as it asks every receiver to.
 
-The key is the secret string's UTF-8 bytes *as shown*, ``whsec_`` prefix included: the
-literal reading of "HMAC-SHA256 with the webhook secret" (catalog SIG-HMAC-03). When a
-signature does not verify, :func:`verify_signature` tries the alternatives an
-implementation plausibly used instead (the Standard Webhooks keying, which strips
-``whsec_`` and base64-decodes the rest; the secret without its prefix; a re-serialized
-JSON body; the body without the timestamp; another key's secret) **only to name the
-cause** in the failure message. An alternative never makes a signature pass.
+"HMAC-SHA256 with the webhook secret" leaves one choice open: how the secret string
+becomes the HMAC key. The profile declares it (``[wire] secret_keying``, see
+:func:`hmac_key`): ``utf8``, the whole string's UTF-8 bytes with its prefix (the literal
+reading, Stripe's way, the default), or ``base64-after-prefix``, the text after the
+secret's prefix base64-decoded (the Standard Webhooks way). **The declared keying alone
+decides.** When a signature does not verify with it, :func:`verify_signature` tries the
+other keying, then the mistakes an implementation plausibly made (the secret without its
+prefix, a re-serialized JSON body, the body without the timestamp, another key's secret)
+**only to name the cause** in the failure message. An alternative never makes a
+signature pass.
 
 Nothing here ever puts a secret's value into a message: secrets are named by label.
 """
@@ -27,22 +31,40 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+from .profile import SECRET_KEYINGS, SecretKeying, WireProfile
 from .secrets import Secret
 
+if TYPE_CHECKING:
+    from .receiver import Delivery
+
 __all__ = [
-    "SIGNATURE_HEADER",
+    "KEYING_WORDS",
     "ParsedSignature",
     "SignatureFormatError",
     "Verification",
+    "hmac_key",
+    "keying_diagnosis",
     "parse_signature_header",
     "signature_digest",
+    "verify_delivery",
     "verify_signature",
 ]
 
-#: The header that carries the signature (spec §6, brand word replaced by "Service").
-SIGNATURE_HEADER: Final = "X-Service-Signature"
+#: The deployment a caller names no other of: the spec's neutral header names, utf8 keying.
+SPEC_WIRE: Final = WireProfile()
+
+#: Each keying as a failure message names it.
+KEYING_WORDS: Final[dict[SecretKeying, str]] = {
+    "utf8": "the secret string's UTF-8 bytes (its prefix included)",
+    "base64-after-prefix": (
+        "the base64-decoded secret (the text after its prefix, as Standard Webhooks does)"
+    ),
+}
+
+#: A secret's prefix: a short word and an underscore (``whsec_``, a per-key ``k3y_``).
+_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9]*_")
 
 #: An HMAC-SHA256 digest is 32 bytes: 64 hex digits.
 DIGEST_HEX_DIGITS: Final = 64
@@ -117,15 +139,15 @@ def _format_problem(value: str) -> str | None:
     return None
 
 
-def parse_signature_header(value: str | None) -> ParsedSignature:
+def parse_signature_header(value: str | None, wire: WireProfile = SPEC_WIRE) -> ParsedSignature:
     """Parse ``t=<unix_timestamp>,v1=<hex_digest>`` strictly (spec §6 Delivery request).
 
     Exactly two elements, t then v1, no whitespace, t in decimal digits, v1 64 hex digits
     (either case: lowercase is judged apart, SIG-HEX-01). Anything else raises
-    :class:`SignatureFormatError` saying what differs.
+    :class:`SignatureFormatError` saying what differs (*wire* names the header).
     """
     if value is None:
-        raise SignatureFormatError(f"the delivery has no {SIGNATURE_HEADER} header")
+        raise SignatureFormatError(f"the delivery has no {wire.header('Signature')} header")
     problem = _format_problem(value)
     if problem is not None:
         raise SignatureFormatError(problem)
@@ -141,26 +163,72 @@ def _hmac(key: bytes, message: bytes) -> bytes:
     return hmac.new(key, message, hashlib.sha256).digest()
 
 
-def signature_digest(secret: Secret | str, timestamp: str | int, raw_body: bytes) -> str:
-    """The hex HMAC-SHA256 of ``"<timestamp>." + raw_body`` keyed with the secret's UTF-8
-    bytes as shown (spec §6 Signature 1 and 2, the literal keying)."""
+def _base64_decoded(text: str) -> bytes | None:
+    """*text* base64-decoded, in the standard or the URL-safe alphabet (padding restored);
+    None when it is not strictly base64 in either. Where both decode, they agree."""
+    padded = text + "=" * (-len(text) % 4)
+    for altchars in (None, b"-_"):
+        try:
+            decoded = base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if decoded:
+            return decoded
+    return None
+
+
+def hmac_key(secret: Secret | str, keying: SecretKeying) -> bytes | None:
+    """The HMAC key that *secret* gives under *keying* (spec §6 Signature 2).
+
+    ``utf8``: the whole secret string's UTF-8 bytes, prefix included. ``base64-after-
+    prefix``: the text after the secret's prefix (a word and an underscore, such as
+    ``whsec_``; the whole text when there is none), base64-decoded in either alphabet:
+    what the Standard Webhooks libraries do with ``whsec_`` secrets. None when the secret
+    cannot be keyed so (that text is not base64).
+    """
+    value = _reveal(secret)
+    if keying == "utf8":
+        return value.encode("utf-8")
+    prefix = _PREFIX.match(value)
+    return _base64_decoded(value[prefix.end() :] if prefix else value)
+
+
+def signature_digest(
+    secret: Secret | str, timestamp: str | int, raw_body: bytes, keying: SecretKeying = "utf8"
+) -> str:
+    """The hex HMAC-SHA256 of ``"<timestamp>." + raw_body`` keyed with the secret under
+    *keying* (spec §6 Signature 1 and 2); ValueError when the secret cannot be so keyed."""
+    key = hmac_key(secret, keying)
+    if key is None:
+        raise ValueError(f"the secret cannot be keyed as {keying}: it is not base64")
     message = f"{timestamp}.".encode("ascii") + raw_body
-    return _hmac(_reveal(secret).encode("utf-8"), message).hex()
+    return _hmac(key, message).hex()
+
+
+def keying_diagnosis(found: SecretKeying, declared: SecretKeying) -> str:
+    """The sentence naming a signature made with the keying the profile does not declare."""
+    return (
+        f"signed with {KEYING_WORDS[found]}; the profile declares {declared}: set [wire] "
+        f'secret_keying = "{found}" if that is the deployment\'s choice'
+    )
 
 
 @dataclass(frozen=True)
 class Verification:
     """The outcome of verifying one delivery's signature.
 
-    ``ok`` only for the literal keying over the exact raw bytes. Otherwise ``problem``
-    says why (a format problem, or a mismatch) and ``explanation`` names the
-    alternative that reproduces the digest, when one does.
+    ``ok`` only for the declared keying (``declared``) over the exact raw bytes.
+    Otherwise ``problem`` says why (a format problem, or a mismatch); ``keying_found``
+    is the other keying when it reproduces the digest, and ``explanation`` names any
+    other alternative that does.
     """
 
     ok: bool
     parsed: ParsedSignature | None = None
     problem: str | None = None
     explanation: str | None = None
+    declared: SecretKeying = "utf8"
+    keying_found: SecretKeying | None = None
 
     @property
     def message(self) -> str:
@@ -168,40 +236,26 @@ class Verification:
         if self.ok:
             return "the signature verifies"
         text = self.problem or "the signature does not verify"
-        if self.explanation:
+        if self.keying_found is not None:
+            text += f"; {keying_diagnosis(self.keying_found, self.declared)}"
+        elif self.explanation:
             text += f"; it matches {self.explanation}"
         return text
 
 
-# -- diagnosis: alternative keyings, only to explain a mismatch --------------------------
+# -- diagnosis: alternatives, only to explain a mismatch ---------------------------------
 
 
-def _base64_decodings(text: str) -> Iterator[bytes]:
-    """*text* base64-decoded in the standard and the URL-safe alphabet (padding restored),
-    where it decodes strictly."""
-    padded = text + "=" * (-len(text) % 4)
-    seen: set[bytes] = set()
-    for altchars in (None, b"-_"):
-        try:
-            decoded = base64.b64decode(padded, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-        if decoded and decoded not in seen:
-            seen.add(decoded)
-            yield decoded
-
-
-def _key_variants(name: str, secret: str) -> Iterator[tuple[str, bytes]]:
-    """Keys an implementation may have derived from *secret* instead of its UTF-8 bytes."""
-    standard = "the Standard Webhooks keying; the spec's key is the secret string as shown"
-    if secret.startswith("whsec_"):
-        rest = secret.removeprefix("whsec_")
-        for decoded in _base64_decodings(rest):
-            yield f"{name} base64-decoded after stripping whsec_ ({standard})", decoded
-        yield f"{name} without its whsec_ prefix", rest.encode("utf-8")
-    else:
-        for decoded in _base64_decodings(secret):
-            yield f"{name} base64-decoded ({standard})", decoded
+def _keys(label: str, secret: str, declared: SecretKeying) -> Iterator[tuple[str, bytes]]:
+    """Keys an implementation may have derived from *secret*: under each keying (the
+    declared one unlabelled), and the secret without its prefix as a string."""
+    for keying in (declared, *(k for k in SECRET_KEYINGS if k != declared)):
+        key = hmac_key(secret, keying)
+        if key is not None:
+            yield (label if keying == declared else f"{label} as {KEYING_WORDS[keying]}"), key
+    prefix = _PREFIX.match(secret)
+    if prefix:
+        yield f"{label} without its {prefix.group()} prefix", secret[prefix.end() :].encode()
 
 
 def _reserialized(raw_body: bytes) -> Iterator[tuple[str, bytes]]:
@@ -245,18 +299,15 @@ def _explain(
     raw_body: bytes,
     label: str,
     secret: str,
+    declared: SecretKeying,
     others: Mapping[str, Secret | str],
 ) -> str | None:
-    """The name of the keying that reproduces the digest, or None."""
-    literal = secret.encode("utf-8")
-    keys: list[tuple[str, bytes]] = [(label, literal)]
-    keys += list(_key_variants(label, secret))
+    """The name of the keying and body that reproduce the digest, or None."""
+    keys = list(_keys(label, secret, declared))
     for other_label, other in others.items():
         value = _reveal(other)
-        if value == secret:
-            continue
-        keys.append((other_label, value.encode("utf-8")))
-        keys += list(_key_variants(other_label, value))
+        if value != secret:
+            keys += list(_keys(other_label, value, declared))
     prefix = f"{parsed.timestamp_text}.".encode("ascii")
     bodies: list[tuple[str | None, bytes]] = [(None, prefix + raw_body)]
     bodies += [(body_label, prefix + body) for body_label, body in _reserialized(raw_body)]
@@ -270,8 +321,6 @@ def _explain(
     wanted = parsed.digest
     for key_label, key in keys:
         for body_label, message in bodies:
-            if key is literal and body_label is None:
-                continue  # the literal keying: already known not to match
             if hmac.compare_digest(_hmac(key, message), wanted):
                 if body_label is None:
                     return f"a signature with {key_label}"
@@ -284,32 +333,70 @@ def verify_signature(
     raw_body: bytes,
     secret: Secret | str,
     *,
+    wire: WireProfile = SPEC_WIRE,
     label: str = "the webhook secret",
     others: Mapping[str, Secret | str] | None = None,
 ) -> Verification:
-    """Verify one delivery: *header* (the X-Service-Signature value) over *raw_body*.
+    """Verify one delivery: *header* (the signature header's value) over *raw_body*.
 
-    The digest must equal HMAC-SHA256 of ``"<t>." + raw_body`` keyed with *secret*'s
-    UTF-8 bytes, compared in constant time. On a mismatch the alternatives (see the
-    module docstring; *others* maps labels to other secrets, e.g. another key's) are
-    tried to fill :attr:`Verification.explanation`; they never make ``ok`` true.
-    *label* labels the secret in messages.
+    The digest must equal HMAC-SHA256 of ``"<t>." + raw_body`` keyed with *secret* under
+    the keying *wire* declares, compared in constant time. On a mismatch the other keying
+    is tried (:attr:`Verification.keying_found`), then the alternatives of the module
+    docstring (*others* maps labels to other secrets, e.g. another key's) to fill
+    :attr:`Verification.explanation`; they never make ``ok`` true. *label* labels the
+    secret in messages; *wire* also names the header.
     """
+    declared = wire.secret_keying
     try:
-        parsed = parse_signature_header(header)
+        parsed = parse_signature_header(header, wire)
     except SignatureFormatError as error:
-        return Verification(ok=False, problem=f"malformed {SIGNATURE_HEADER}: {error}")
+        problem = f"malformed {wire.header('Signature')}: {error}"
+        return Verification(ok=False, problem=problem, declared=declared)
     value = _reveal(secret)
     message = f"{parsed.timestamp_text}.".encode("ascii") + raw_body
-    expected = _hmac(value.encode("utf-8"), message)
-    if hmac.compare_digest(expected, parsed.digest):
-        return Verification(ok=True, parsed=parsed)
+    key = hmac_key(value, declared)
+    if key is not None and hmac.compare_digest(_hmac(key, message), parsed.digest):
+        return Verification(ok=True, parsed=parsed, declared=declared)
+    if key is None:
+        problem = (
+            f"{label} cannot key the HMAC as the profile declares ({declared}): the text "
+            "after its prefix is not base64"
+        )
+    else:
+        problem = (
+            f"the signature does not verify with {label} keyed as declared ({declared}) "
+            f"over '<t>.' + the raw body ({len(raw_body)} bytes)"
+        )
+    for keying in (k for k in SECRET_KEYINGS if k != declared):
+        other_key = hmac_key(value, keying)
+        if other_key is not None and hmac.compare_digest(_hmac(other_key, message), parsed.digest):
+            return Verification(
+                ok=False, parsed=parsed, problem=problem, declared=declared, keying_found=keying
+            )
     return Verification(
         ok=False,
         parsed=parsed,
-        problem=(
-            f"the signature does not verify with {label} over "
-            f"'<t>.' + the raw body ({len(raw_body)} bytes)"
-        ),
-        explanation=_explain(parsed, raw_body, label, value, others or {}),
+        problem=problem,
+        explanation=_explain(parsed, raw_body, label, value, declared, others or {}),
+        declared=declared,
+    )
+
+
+def verify_delivery(
+    delivery: Delivery,
+    secret: Secret | str,
+    *,
+    label: str = "the webhook secret",
+    others: Mapping[str, Secret | str] | None = None,
+) -> Verification:
+    """Verify *delivery*'s signature header under the wire conventions it arrived with
+    (the profile's, through the receiver): its header name and its declared keying."""
+    wire = delivery.wire
+    return verify_signature(
+        delivery.headers.get(wire.header("Signature")),
+        delivery.raw_body,
+        secret,
+        wire=wire,
+        label=label,
+        others=others,
     )

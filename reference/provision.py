@@ -140,6 +140,11 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "usage": {"path": "/v1/account/usage", "field": "credits_used_today"},
         "budgets": {"max_requests_per_rate_check": 200, "destructive": True},
         "timing": {"tolerance_seconds": 0.6},
+        # The reference's wire choices (spec §6): the neutral brand word, and the HMAC
+        # keyed with the secret string's UTF-8 bytes (reference.webhooks.signing); its
+        # limiter counts every authenticated /v1 request, reads included.
+        "wire": {"header_brand": "Service", "secret_keying": "utf8"},
+        "rate": {"request": "reads"},
     }
     if config.dns_server is not None:
         host, port = config.dns_server

@@ -2,6 +2,10 @@
 Content-Type application/json, and the X-Service-* headers, whose values must agree with
 the signed body (only the timestamp and the body are signed, so the headers are checked
 against ``event``, ``id`` and ``data.generation_id``).
+
+The spec writes the headers' brand word as "Service" and says a deployment's own word was
+replaced; the checks read and name them with the profile's ``[wire] header_brand``
+(``Delivery.header``, ``profile.wire.header``).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from conformance.events import EVENT_HEADERS, EventLab, Generated, Scenario, event_lab
-from conformance.profile import Profile
+from conformance.events import EventLab, Generated, Scenario, event_lab
+from conformance.profile import DELIVERY_HEADER_NAMES, Profile
 from conformance.receiver import Delivery, Receiver
 from conformance.secrets import Redactor
 from conformance.signatures import SignatureFormatError, parse_signature_header
@@ -36,8 +40,8 @@ BY_TARGET = [
 ]
 
 _DECIMAL = re.compile(r"[0-9]+")
-# Another brand word in place of "Service" (DLV-HDR-08 explains such a miss by name).
-_BRANDED = re.compile(r"x-([a-z0-9]+)-(event|delivery|attempt|generation|signature)")
+# A delivery header under some brand word (DLV-HDR-08 names another word than declared).
+_BRANDED = re.compile(r"x-([a-z0-9-]+)-(event|delivery|attempt|generation|signature)")
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +51,42 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ev
         yield made
 
 
+def _other_brands(delivery: Delivery) -> dict[str, list[str]]:
+    """Delivery headers under a brand word other than the declared one, by that word (as
+    received: the receiver keeps the names' spelling)."""
+    declared = delivery.wire.header_brand.lower()
+    found: dict[str, list[str]] = {}
+    for raw_name, _ in delivery.headers.raw:
+        name = raw_name.decode("latin-1")
+        match = _BRANDED.fullmatch(name.lower())
+        if match and match.group(1) != declared:
+            brand = name[2 : 2 + len(match.group(1))]
+            found.setdefault(brand, []).append(name)
+    return found
+
+
+def _brand_hint(delivery: Delivery) -> str:
+    """Why a declared header may be missing: the headers came under another brand word."""
+    others = _other_brands(delivery)
+    if not others:
+        return ""
+    word, names = next(iter(others.items()))
+    return (
+        f" (headers with another brand word: {names}; the profile declares "
+        f'{delivery.wire.header_brand!r}: set [wire] header_brand = "{word}" with the '
+        "deployment's spelling if that is its brand word)"
+    )
+
+
 def _header(delivery: Delivery, name: str, requirement_id: str, generated: Generated) -> str:
-    """The header's value; its absence fails *requirement_id*, naming a branded variant."""
-    value: str | None = delivery.headers.get(name)
+    """The value of delivery header *name* (``"Event"`` …, or a plain header name such as
+    ``Content-Type``); its absence fails *requirement_id*, naming a branded variant."""
+    shown = delivery.wire.header(name) if name in DELIVERY_HEADER_NAMES else name
+    value: str | None = delivery.headers.get(shown)
     if value is None:
-        branded = sorted(
-            n
-            for n in delivery.headers
-            if _BRANDED.fullmatch(n.lower()) and not n.lower().startswith("x-service-")
-        )
-        hint = f" (headers with another brand word: {branded})" if branded else ""
         pytest.fail(
-            f"{requirement_id}: expected a {name} header, saw none{hint}; headers "
-            f"{sorted(delivery.headers)} {generated.describe()}"
+            f"{requirement_id}: expected a {shown} header, saw none{_brand_hint(delivery)}; "
+            f"headers {sorted(delivery.headers)} {generated.describe()}"
         )
     return value
 
@@ -97,50 +124,53 @@ def test_delivery_content_type_is_application_json(lab: EventLab, scenario: Scen
     [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
 )
 @pytest.mark.requirement("DLV-HDR-02")
-def test_event_header_equals_body_event(lab: EventLab, scenario: Scenario) -> None:
+def test_event_header_equals_body_event(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
     """X-Service-Event equals the body's event."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "X-Service-Event", "DLV-HDR-02", generated)
+    value = _header(generated.first, "Event", "DLV-HDR-02", generated)
     event = generated.envelope().get("event")
     assert value == event, (
-        f"DLV-HDR-02: expected X-Service-Event to equal the body's event {event!r}, saw "
-        f"{value!r} {generated.describe()}"
+        f"DLV-HDR-02: expected {profile.wire.header('Event')} to equal the body's event "
+        f"{event!r}, saw {value!r} {generated.describe()}"
     )
 
 
 @pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
 @pytest.mark.requirement("DLV-HDR-03")
-def test_delivery_header_equals_body_id(lab: EventLab, scenario: Scenario) -> None:
+def test_delivery_header_equals_body_id(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
     """X-Service-Delivery equals the body's id, on every attempt."""
     generated = lab.get(scenario)
     for index, delivery in enumerate(generated.deliveries):
-        value = _header(delivery, "X-Service-Delivery", "DLV-HDR-03", generated)
+        value = _header(delivery, "Delivery", "DLV-HDR-03", generated)
         body_id = generated.envelope(index).get("id")
         assert value == body_id, (
-            f"DLV-HDR-03: expected X-Service-Delivery to equal the body's id {body_id!r} "
-            f"(attempt {index + 1}), saw {value!r} {generated.describe()}"
+            f"DLV-HDR-03: expected {profile.wire.header('Delivery')} to equal the body's id "
+            f"{body_id!r} (attempt {index + 1}), saw {value!r} {generated.describe()}"
         )
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("DLV-HDR-04")
-def test_first_attempt_header_is_1(lab: EventLab, scenario: Scenario) -> None:
+def test_first_attempt_header_is_1(lab: EventLab, profile: Profile, scenario: Scenario) -> None:
     """The first attempt of a delivery carries X-Service-Attempt: 1."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "X-Service-Attempt", "DLV-HDR-04", generated)
+    value = _header(generated.first, "Attempt", "DLV-HDR-04", generated)
     assert value == "1", (
-        f"DLV-HDR-04: expected X-Service-Attempt '1' on the first attempt, saw {value!r} "
-        f"{generated.describe()}"
+        f"DLV-HDR-04: expected {profile.wire.header('Attempt')} '1' on the first attempt, "
+        f"saw {value!r} {generated.describe()}"
     )
 
 
 @pytest.mark.requirement("DLV-HDR-05")
-def test_retry_attempt_header_counts_up_by_one(lab: EventLab) -> None:
+def test_retry_attempt_header_counts_up_by_one(lab: EventLab, profile: Profile) -> None:
     """Each retry carries X-Service-Attempt one higher than the attempt before."""
     generated = lab.get(RETRIED)
     values = [
-        _header(delivery, "X-Service-Attempt", "DLV-HDR-05", generated)
-        for delivery in generated.deliveries
+        _header(delivery, "Attempt", "DLV-HDR-05", generated) for delivery in generated.deliveries
     ]
     assert all(_DECIMAL.fullmatch(v) for v in values), (
         f"DLV-HDR-05: expected decimal integers, saw {values} {generated.describe()}"
@@ -148,21 +178,23 @@ def test_retry_attempt_header_counts_up_by_one(lab: EventLab) -> None:
     numbers = [int(v) for v in values]
     steps = [later - earlier for earlier, later in itertools.pairwise(numbers)]
     assert steps == [1] * (len(numbers) - 1), (
-        f"DLV-HDR-05: expected each retry's X-Service-Attempt one higher than the one "
-        f"before (1, 2, 3), saw {values} {generated.describe()}"
+        f"DLV-HDR-05: expected each retry's {profile.wire.header('Attempt')} one higher "
+        f"than the one before (1, 2, 3), saw {values} {generated.describe()}"
     )
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("DLV-HDR-06")
-def test_generation_header_equals_generation_id(lab: EventLab, scenario: Scenario) -> None:
+def test_generation_header_equals_generation_id(
+    lab: EventLab, profile: Profile, scenario: Scenario
+) -> None:
     """X-Service-Generation equals the generation id (the 202's id and data.generation_id)."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "X-Service-Generation", "DLV-HDR-06", generated)
+    value = _header(generated.first, "Generation", "DLV-HDR-06", generated)
     data = generated.envelope().get("data")
     in_body = data.get("generation_id") if isinstance(data, dict) else None
     assert value == generated.generation_id == in_body, (
-        f"DLV-HDR-06: expected X-Service-Generation to equal the 202's id "
+        f"DLV-HDR-06: expected {profile.wire.header('Generation')} to equal the 202's id "
         f"{generated.generation_id!r} and data.generation_id {in_body!r}, saw {value!r} "
         f"{generated.describe()}"
     )
@@ -174,7 +206,7 @@ def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> No
     """X-Service-Signature has the form t=<unix_timestamp>,v1=<hex_digest> on every attempt."""
     generated = lab.get(scenario)
     for index, delivery in enumerate(generated.deliveries):
-        value = _header(delivery, "X-Service-Signature", "DLV-HDR-07", generated)
+        value = _header(delivery, "Signature", "DLV-HDR-07", generated)
         try:
             parse_signature_header(value)
         except SignatureFormatError as error:
@@ -182,14 +214,14 @@ def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> No
 
 
 @pytest.mark.requirement("DLV-HDR-08")
-def test_delivery_headers_use_neutral_service_names(lab: EventLab) -> None:
-    """The delivery headers are named X-Service-* (the spec's neutral form)."""
+def test_delivery_headers_use_declared_brand_word(lab: EventLab, profile: Profile) -> None:
+    """The delivery headers are named X-<brand>-* with the brand word the profile declares
+    (the spec's document writes it as "Service")."""
     generated = lab.get(INLINE)
-    present = {name.lower() for name in generated.first.headers}
-    missing = [name for name in EVENT_HEADERS if name.lower() not in present]
-    branded = sorted(n for n in present if _BRANDED.fullmatch(n) and not n.startswith("x-service-"))
+    delivery = generated.first
+    expected = profile.wire.delivery_headers
+    missing = [name for name in expected if name not in delivery.headers]
     assert not missing, (
-        f"DLV-HDR-08: expected the headers {list(EVENT_HEADERS)}, missing {missing}"
-        + (f"; headers with another brand word: {branded}" if branded else "")
-        + f" {generated.describe()}"
+        f"DLV-HDR-08: expected the headers {list(expected)}, missing {missing}"
+        f"{_brand_hint(delivery)} {generated.describe()}"
     )

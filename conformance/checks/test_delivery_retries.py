@@ -144,12 +144,13 @@ def test_every_attempt_carries_same_delivery_id_and_payload(lab: Chains, profile
     """All attempts of one delivery carry one delivery id (header and body) and one payload."""
     chain = lab["always-500"]
     arrived = chain.wait_for(ATTEMPTS, "DLV-ID-01 (3 attempts)")
-    headers = [d.headers.get("X-Service-Delivery") for d in arrived]
+    headers = [d.header("Delivery") for d in arrived]
     bodies = _bodies(chain, "DLV-ID-03")
     ids = [b.get("id") if isinstance(b, dict) else None for b in bodies]
     assert len(set(headers)) == 1 and headers[0] is not None and set(ids) == set(headers), (
-        f"DLV-ID-01: expected one delivery id on every attempt (X-Service-Delivery and "
-        f"body id), saw headers {headers}, body ids {ids} {chain.describe()}"
+        f"DLV-ID-01: expected one delivery id on every attempt "
+        f"({profile.wire.header('Delivery')} and body id), saw headers {headers}, "
+        f"body ids {ids} {chain.describe()}"
     )
     assert all(body == bodies[0] for body in bodies), (
         f"DLV-ID-03: expected every attempt's body JSON-equal to the first's, saw "
@@ -247,10 +248,11 @@ def test_distinct_deliveries_carry_distinct_ids(lab: Chains) -> None:
     ids: dict[str, str | None] = {}
     for name in names:
         arrived = lab[name].wait_for(1, f"DLV-ID-02 (a first attempt of chain {name})")
-        ids[name] = arrived[0].headers.get("X-Service-Delivery")
+        ids[name] = arrived[0].header("Delivery")
     values = list(ids.values())
     assert None not in values and len(set(values)) == len(values), (
-        f"DLV-ID-02: expected a distinct X-Service-Delivery per delivery, saw {ids}"
+        f"DLV-ID-02: expected a distinct {lab.profile.wire.header('Delivery')} per delivery, "
+        f"saw {ids}"
     )
 
 
@@ -259,7 +261,7 @@ def test_completed_event_reaches_accepting_target(lab: Chains) -> None:
     """A completed generation's event reaches a target that answers 2xx."""
     chain = lab["ok-200"]
     arrived = chain.wait_for(1, "DLV-ONCE-01 (the completed event)")
-    events = [d.headers.get("X-Service-Event") for d in arrived]
+    events = [d.header("Event") for d in arrived]
     try:
         bodies = [d.json().get("event") for d in arrived]
     except (ValueError, AttributeError):

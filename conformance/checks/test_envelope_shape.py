@@ -16,7 +16,6 @@ from conformance.events import (
     Generated,
     Scenario,
     event_lab,
-    schema_errors,
 )
 from conformance.profile import Profile
 from conformance.receiver import Receiver
@@ -36,7 +35,10 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ev
 
 
 def _strict_problems(generated: Generated) -> list[str]:
-    """How the body differs from exactly the six envelope fields (spec §2, §4 rule 2)."""
+    """How the body differs from exactly the six envelope fields (spec §2, §4 rule 2).
+
+    Only the set of fields: their types and forms are the envelope's own rules (EVT-*),
+    checked there, so a wrong created_at does not also fail the body's shape."""
     body = generated.envelope()
     problems = []
     missing = [name for name in ENVELOPE_FIELDS if name not in body]
@@ -50,7 +52,6 @@ def _strict_problems(generated: Generated) -> list[str]:
             f"fields beyond the envelope {extra}"
             + (f" (data fields copied to the top level: {copied})" if copied else "")
         )
-    problems += schema_errors("strict-event-envelope", body)
     return problems
 
 
@@ -118,8 +119,6 @@ def test_callback_body_copies_every_data_field_to_top_level(
         f"TARGET-FLAT-02: expected every data field copied to the top level "
         f"{generated.describe()}; missing {missing}, differing {differing}"
     )
-    errors = schema_errors("callback-body", body)
-    assert not errors, "TARGET-FLAT-02: the callback body breaks the schema:\n" + "\n".join(errors)
 
 
 @pytest.mark.parametrize(

@@ -56,9 +56,7 @@ def _events_in(deliveries: list[Any]) -> list[Any]:
             body = delivery.json()
         except ValueError:
             body = None
-        seen.append(
-            body.get("event") if isinstance(body, dict) else delivery.headers.get("X-Service-Event")
-        )
+        seen.append(body.get("event") if isinstance(body, dict) else delivery.header("Event"))
     return seen
 
 

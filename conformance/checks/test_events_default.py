@@ -36,7 +36,7 @@ def _event_of(delivery: Delivery) -> Any:
     try:
         body = delivery.json()
     except ValueError:
-        return delivery.headers.get("X-Service-Event")
+        return delivery.header("Event")
     return body.get("event") if isinstance(body, dict) else None
 
 

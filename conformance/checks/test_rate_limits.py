@@ -48,6 +48,10 @@ from conformance.receiver import Delivery, DeliveryTimeout, Endpoint
 ROLE: Final = "low-limit"
 TIER_PATH: Final = "/v1/account/tier"
 IMAGES: Final = "/v1/images/generate"
+#: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
+#: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
+#: generation in flight, nothing dialled.
+REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
@@ -170,6 +174,27 @@ def _wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> list[Del
 # -- 1. the per-minute limit ----------------------------------------------------------------
 
 
+def _rate_request(api: ApiClient, profile: Profile) -> httpx.Response:
+    """One request of the kind the profile says exercises the per-minute limit (``[rate]
+    request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
+    first answer); ``submits``, an image submit refused with 400 for its callback URL."""
+    if profile.rate.request == "submits":
+        body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
+        return api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
+    return api.request("GET", TIER_PATH, role=ROLE, patient=False)
+
+
+def _rate_request_words(profile: Profile) -> str:
+    """The rate request, for messages: which request was sent, and the setting to change
+    when the deployment counts only the other kind toward its limit."""
+    if profile.rate.request == "submits":
+        return f'POST {IMAGES} refused for its callback URL, as [rate] request = "submits" says'
+    return (
+        f'GET {TIER_PATH}, as [rate] request = "reads" says; set request = "submits" if '
+        "the deployment counts only submits"
+    )
+
+
 @dataclass(frozen=True)
 class RateRun:
     """Requests sent back to back on the low-limit key up to the first 429."""
@@ -180,6 +205,9 @@ class RateRun:
     refused: httpx.Response | None  # the first 429
     refused_at: float  # time.time() when the 429 arrived
     seconds: float  # from the first request to the last answer
+    #: With ``[rate] request = "submits"``: a read sent right after the submits' 429
+    #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
+    read_after: httpx.Response | None = None
 
 
 _RUN: list[RateRun] = []
@@ -188,23 +216,29 @@ _RUN: list[RateRun] = []
 def _rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder) -> RateRun:
     """The run of requests up to the first 429, sent by the first check that asks.
 
-    The requests are GET /v1/account/tier: an authenticated /v1 request like any other
-    (spec §8 counts requests per API key; RATE-RPM-05), which spends no credits and
-    gives the limit with the first answer. At most requests_per_minute + 1 are sent.
+    The requests are those the profile declares (``[rate] request``, :func:`_rate_request`):
+    spec §8 counts "Requests per minute | Per tier, per API key" without naming which, so
+    a deployment that counts only submits is judged by submits. With reads the first
+    answer gives the limit; with submits the tier is read first, and the run waits until
+    that read has left the window (it may or may not count). At most requests_per_minute
+    + 1 requests are sent.
     """
     if _RUN:
         return _RUN[0]
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
+    submits = profile.rate.request == "submits"
+    tier = _tier(api) if submits else None
     _WINDOW.make_room(recorder, None, profile)
     start = time.monotonic()
-    first = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    first = _rate_request(api, profile)
     if first.status_code == 429:
         raise SetupFailed(
             f"setup: the first request of the low-limit key was answered 429 "
             f"({describe(first)}): the key must be idle for a minute before the run"
         )
-    _WINDOW.tier = tier = _checked_tier(first)
+    if tier is None:
+        _WINDOW.tier = tier = _checked_tier(first)
     limit = int(tier["requests_per_minute"])
     if limit + 1 > budget:
         pytest.skip(
@@ -213,12 +247,16 @@ def _rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Re
         )
     served, refused, refused_at = 1, None, 0.0
     for _ in range(limit):
-        response = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+        response = _rate_request(api, profile)
         if response.status_code == 429:
             refused, refused_at = response, time.time()
             break
         served += 1
-    run = RateRun(limit, served, first, refused, refused_at, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    read_after = None
+    if submits and refused is not None:
+        read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
     _RUN.append(run)
     return run
 
@@ -239,17 +277,17 @@ def _refused(run: RateRun) -> httpx.Response:
 
 
 @pytest.mark.requirement("RATE-RPM-01")
-def test_rate_requests_up_to_limit_are_served(rate_run: RateRun) -> None:
+def test_rate_requests_up_to_limit_are_served(rate_run: RateRun, profile: Profile) -> None:
     """The key's first requests_per_minute requests within a minute are not answered 429."""
     assert rate_run.served >= rate_run.limit, (
         f"RATE-RPM-01: expected the first {rate_run.limit} requests (the tier's "
         f"requests_per_minute) to be served; request {rate_run.served + 1} was answered "
-        f"{describe(_refused(rate_run))}"
+        f"{describe(_refused(rate_run))} (requests: {_rate_request_words(profile)})"
     )
 
 
 @pytest.mark.requirement("RATE-RPM-02")
-def test_rate_request_over_limit_answered_429(rate_run: RateRun) -> None:
+def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profile) -> None:
     """The request after requests_per_minute requests within a minute is answered 429."""
     if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
         raise SetupFailed(
@@ -259,13 +297,26 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun) -> None:
     assert rate_run.refused is not None, (
         f"RATE-RPM-02: expected request {rate_run.limit + 1} within a minute to be "
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
-        f"requests were served in {rate_run.seconds:.1f} s"
+        f"requests were served in {rate_run.seconds:.1f} s (requests: "
+        f"{_rate_request_words(profile)})"
     )
 
 
 @pytest.mark.requirement("RATE-RPM-05")
-def test_rate_reads_count_toward_the_limit(rate_run: RateRun) -> None:
-    """Reads (GET) count toward the per-minute limit: a run of reads meets its 429."""
+def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) -> None:
+    """Reads (GET) count toward the per-minute limit: a run of reads meets its 429 (or,
+    when the profile exercises the limit with submits, a read right after their 429 is
+    refused too)."""
+    if profile.rate.request == "submits":
+        refused = _refused(rate_run)
+        read = rate_run.read_after
+        assert read is not None and read.status_code == 429, (
+            f"RATE-RPM-05: expected a read (GET {TIER_PATH}) right after the submits' 429 "
+            f"to be answered 429 too (reads counting toward the same per-minute limit); "
+            f"it was answered {describe(read) if read is not None else 'nothing'} (the "
+            f"submits' 429: {describe(refused)})"
+        )
+        return
     assert rate_run.refused is not None or rate_run.seconds >= WINDOW_SECONDS, (
         f"RATE-RPM-05: expected {rate_run.limit + 1} reads (GET {TIER_PATH}) within a "
         f"minute to meet a 429; all {rate_run.served} were served"
@@ -358,7 +409,9 @@ def test_rate_served_response_carries_ratelimit_headers(rate_run: RateRun) -> No
 
 
 @pytest.mark.requirement("RATE-RETRY-01")
-def test_rate_retry_after_waiting_retry_after_is_served(api: ApiClient, rate_run: RateRun) -> None:
+def test_rate_retry_after_waiting_retry_after_is_served(
+    api: ApiClient, rate_run: RateRun, profile: Profile
+) -> None:
     """After waiting the Retry-After seconds of a rate-limit 429, a retry is served."""
     refused = _refused(rate_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
@@ -367,7 +420,7 @@ def test_rate_retry_after_waiting_retry_after_is_served(api: ApiClient, rate_run
             f"setup: no usable Retry-After on the 429 ({refused.headers.get('retry-after')!r})"
         )
     time.sleep(max(0.0, rate_run.refused_at + wait - time.time()))  # the wait under test
-    retry = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    retry = _rate_request(api, profile)
     assert retry.status_code != 429, (
         f"RATE-RETRY-01: expected a retry after the Retry-After of {wait:g} s to be served, "
         f"saw {describe(retry)}"

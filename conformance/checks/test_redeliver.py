@@ -2,11 +2,11 @@
 
 Redeliver is allowed from exhausted or failed and "reuses the original payload and event
 id"; its answer has outcome and status_code. The delivery id in the path is the one the
-delivery carried (spec §2: the envelope id is the "Delivery/event id"; §6: X-Service-
-Delivery). Each chain is exhausted (three 500s) and then redelivered once by a module
-fixture, so several checks judge one redelivery: the target answers it 200 (``ok``) or
-500 (``refused``: the record ends failed, which is redelivered again, to 200). The
-rebinding cases (REDLV-REBIND-*) are in ``test_url_rebind.py``.
+delivery carried (spec §2: the envelope id is the "Delivery/event id"; §6: the
+X-<brand>-Delivery header). Each chain is exhausted (three 500s) and then redelivered
+once by a module fixture, so several checks judge one redelivery: the target answers it
+200 (``ok``) or 500 (``refused``: the record ends failed, which is redelivered again, to
+200). The rebinding cases (REDLV-REBIND-*) are in ``test_url_rebind.py``.
 """
 
 from __future__ import annotations
@@ -79,9 +79,10 @@ def _exhausted(lab: Chains, name: str) -> tuple[Chain, str, dict[str, Any]]:
     )
     if record is None or record.get("outcome") != "exhausted":
         raise SetupFailed(f"set-up: the delivery did not end exhausted: {record!r}")
-    delivery_id = arrived[0].headers.get("X-Service-Delivery")
+    delivery_id = arrived[0].header("Delivery")
     if not delivery_id:
-        raise SetupFailed("set-up: the delivery carried no X-Service-Delivery (DLV-HDR-03)")
+        name = arrived[0].wire.header("Delivery")
+        raise SetupFailed(f"set-up: the delivery carried no {name} (DLV-HDR-03)")
     return chain, delivery_id, record
 
 
@@ -226,10 +227,10 @@ def test_redelivery_carries_original_event_id(ok: Redelivered) -> None:
         body_id = arrival.json().get("id")
     except (ValueError, AttributeError):
         body_id = None
-    header = arrival.headers.get("X-Service-Delivery")
+    header = arrival.header("Delivery")
     assert body_id == header == ok.delivery_id, (
         f"REDLV-PAYLOAD-02: expected the original id {ok.delivery_id!r} in the body and "
-        f"X-Service-Delivery, saw body id {body_id!r}, header {header!r}"
+        f"{arrival.wire.header('Delivery')}, saw body id {body_id!r}, header {header!r}"
     )
 
 
@@ -247,7 +248,7 @@ def test_redelivery_body_is_byte_identical(ok: Redelivered) -> None:
 def test_redelivery_continues_attempt_numbering(lab: Chains, ok: Redelivered) -> None:
     """The redelivery is attempt 4 (header) and the record's attempts gain an entry n=4."""
     arrival = _arrival(ok, "REDLV-ATTEMPT-01")
-    header = arrival.headers.get("X-Service-Attempt")
+    header = arrival.header("Attempt")
     record = wait_for_record(
         lab.client,
         ok.chain.generation(),
@@ -258,7 +259,8 @@ def test_redelivery_continues_attempt_numbering(lab: Chains, ok: Redelivered) ->
     attempts = record.get("attempts") if record else None
     numbers = [a.get("n") for a in attempts if isinstance(a, dict)] if attempts else []
     assert header == str(ATTEMPTS + 1) and numbers == list(range(1, ATTEMPTS + 2)), (
-        f"REDLV-ATTEMPT-01: expected X-Service-Attempt {ATTEMPTS + 1} and attempts n "
+        f"REDLV-ATTEMPT-01: expected {arrival.wire.header('Attempt')} {ATTEMPTS + 1} and "
+        f"attempts n "
         f"{list(range(1, ATTEMPTS + 2))}, saw header {header!r} and n {numbers}"
     )
 

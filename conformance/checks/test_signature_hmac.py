@@ -1,10 +1,11 @@
 """The signature construction (spec §6 Signature): HMAC-SHA256 with the webhook secret
 over ``<t>.<raw body>``, hex-encoded after ``v1=``, on every attempt.
 
-Verification is :func:`conformance.signatures.verify_signature`: the raw bytes as
-received, the literal secret (its UTF-8 bytes, ``whsec_`` included), constant-time
-comparison. A mismatch names the keying that explains it (e.g. the Standard Webhooks
-base64-decoded secret, a re-serialized body, another key's secret).
+Verification is :func:`conformance.signatures.verify_delivery`: the raw bytes as
+received, the secret keyed as the profile declares (``[wire] secret_keying``: by default
+its UTF-8 bytes, ``whsec_`` included), constant-time comparison. A mismatch names what
+explains it (the other keying, with the profile setting that would declare it; a
+re-serialized body; another key's secret).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from conformance.events import EventLab, Generated, Scenario, event_lab, signing
 from conformance.profile import Profile
 from conformance.receiver import Delivery, Receiver
 from conformance.secrets import Redactor, Secret
-from conformance.signatures import SIGNATURE_HEADER, Verification, verify_signature
+from conformance.signatures import KEYING_WORDS, Verification, verify_delivery
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")
@@ -66,13 +67,7 @@ def other_secrets(profile: Profile, label: str) -> Mapping[str, Secret]:
 def verify(profile: Profile, generated: Generated, delivery: Delivery) -> Verification:
     """Verify one delivery of *generated* with the secret that must sign it."""
     label, secret = secret_for(profile, generated)
-    return verify_signature(
-        delivery.headers.get(SIGNATURE_HEADER),
-        delivery.raw_body,
-        secret,
-        label=label,
-        others=other_secrets(profile, label),
-    )
+    return verify_delivery(delivery, secret, label=label, others=other_secrets(profile, label))
 
 
 @pytest.mark.parametrize(
@@ -107,10 +102,17 @@ def test_signature_keyed_with_literal_secret(
     lab: EventLab, profile: Profile, scenario: Scenario
 ) -> None:
     """The HMAC key is the secret string as shown, whsec_ included (an interpretation);
-    a delivery signed another way is named by the keying that matches."""
+    a delivery signed another way is named by the keying that matches. A deployment that
+    declares the other keying (and signs so) is named by that choice."""
     generated = lab.get(scenario)
     result = verify(profile, generated, generated.first)
     assert result.ok, f"SIG-HMAC-03: {result.message} {generated.describe()}"
+    declared = profile.wire.secret_keying
+    assert declared == "utf8", (
+        f"SIG-HMAC-03: the deployment signs with {KEYING_WORDS[declared]}, as its profile "
+        f'declares ([wire] secret_keying = "{declared}"); the literal reading of "HMAC-SHA256 '
+        f'with the webhook secret" keys with {KEYING_WORDS["utf8"]} {generated.describe()}'
+    )
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)

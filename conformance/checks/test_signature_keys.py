@@ -29,7 +29,7 @@ from conformance.operations import SUBMIT_PROMPT
 from conformance.profile import Profile
 from conformance.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor, Secret
-from conformance.signatures import SIGNATURE_HEADER, verify_signature
+from conformance.signatures import verify_delivery
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")
@@ -70,10 +70,8 @@ def test_per_request_delivery_signed_with_submitting_keys_secret(
     that submitted it (a key other than the primary, so the key, not the account, counts)."""
     role = other_key(profile, "primary").role
     generated = lab.get(Scenario(kind=kind, role=role))
-    delivery = generated.first
-    result = verify_signature(
-        delivery.headers.get(SIGNATURE_HEADER),
-        delivery.raw_body,
+    result = verify_delivery(
+        generated.first,
         signing_secret(profile, role),
         label=_label(role),
         others=_others(profile, role),
@@ -94,18 +92,9 @@ def test_per_key_secret_stable_across_deliveries(
     later = endpoint.wait_for(1, timeout=delivery_deadline(profile))[0]
     secret = signing_secret(profile, "primary")
     results = {
-        "earlier": verify_signature(
-            earlier.first.headers.get(SIGNATURE_HEADER),
-            earlier.first.raw_body,
-            secret,
-            label=_label("primary"),
-        ),
-        "later": verify_signature(
-            later.headers.get(SIGNATURE_HEADER),
-            later.raw_body,
-            secret,
-            label=_label("primary"),
-            others=_others(profile, "primary"),
+        "earlier": verify_delivery(earlier.first, secret, label=_label("primary")),
+        "later": verify_delivery(
+            later, secret, label=_label("primary"), others=_others(profile, "primary")
         ),
     }
     failing = {when: r.message for when, r in results.items() if not r.ok}
@@ -128,10 +117,7 @@ def test_per_key_secret_distinct_per_key(lab: EventLab, profile: Profile) -> Non
         crossed = [
             label
             for label, wrong in _others(profile, role).items()
-            if wrong != signing_secret(profile, role)
-            and verify_signature(
-                delivery.headers.get(SIGNATURE_HEADER), delivery.raw_body, wrong
-            ).ok
+            if wrong != signing_secret(profile, role) and verify_delivery(delivery, wrong).ok
         ]
         assert not crossed, (
             f"SIG-KEY-03: a delivery of key role {role!r} verifies with {crossed} "
@@ -162,11 +148,7 @@ def test_key_detail_view_shows_signing_secret(
     detail = adapter.key_detail("primary", key_id)
     generated = lab.get(INLINE)
     delivery = generated.first
-    verifying = [
-        value
-        for value in _strings(detail)
-        if verify_signature(delivery.headers.get(SIGNATURE_HEADER), delivery.raw_body, value).ok
-    ]
+    verifying = [value for value in _strings(detail) if verify_delivery(delivery, value).ok]
     assert verifying, (
         "SIG-KEY-04: expected the key detail view to show the secret that signs the key's "
         f"deliveries; none of its values verifies {generated.describe()}"
@@ -211,7 +193,7 @@ def test_per_key_secret_never_in_v1_response(
         signing_secret(profile, "primary")  # raises the skip with its fix
     generated = lab.get(INLINE)
     gen = generated.generation_id
-    delivery_id = generated.first.headers.get("X-Service-Delivery", "evt_0")
+    delivery_id = generated.first.header("Delivery") or "evt_0"
     probes = [
         ("POST", "/v1/images/generate", {"prompt": SUBMIT_PROMPT}),
         (
@@ -243,14 +225,12 @@ def test_registered_delivery_signed_with_whsec_secret(lab: EventLab, profile: Pr
     generated = lab.get(REGISTERED)
     assert generated.webhook is not None
     delivery = generated.first
-    header = delivery.headers.get(SIGNATURE_HEADER)
-    result = verify_signature(
-        header,
-        delivery.raw_body,
+    result = verify_delivery(
+        delivery,
         generated.webhook.secret,
         label="the registered webhook's whsec_ secret",
         others=_others(profile, "(none)"),
     )
     assert result.ok, f"SIG-HOOK-01: {result.message} {generated.describe()}"
-    per_key = verify_signature(header, delivery.raw_body, signing_secret(profile, "primary"))
+    per_key = verify_delivery(delivery, signing_secret(profile, "primary"))
     assert not per_key.ok, "SIG-HOOK-01: the delivery also verifies with the per-key secret"

@@ -15,7 +15,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_status, credits_used_today, describe
+from conformance.asserts import assert_refused, assert_status, credits_used_today, describe
 from conformance.client import ApiClient
 from conformance.events import (
     RegisteredWebhook,
@@ -43,10 +43,17 @@ CREDIT_TRIALS: Final = 5
 
 
 def _generation_id(response: httpx.Response, requirement_id: str) -> str:
-    assert_status(response, 202, requirement_id)
-    body = response.json()
+    """The id of an accepted submit. Any 2xx is accepted here: that it is exactly 202 is
+    the submit endpoints' own rule (GEN-IMAGE-07), not the rule of the check that calls."""
+    assert 200 <= response.status_code < 300, (
+        f"{requirement_id}: expected the submit accepted (202), saw {describe(response)}"
+    )
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
     assert isinstance(body, dict) and isinstance(body.get("id"), str), (
-        f"{requirement_id}: expected the 202 body to carry the generation id, saw "
+        f"{requirement_id}: expected the accepted submit to carry the generation id, saw "
         f"{describe(response)}"
     )
     return str(body["id"])
@@ -273,7 +280,7 @@ def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient, profile: Pr
     response = _assert_no_credits_spent(
         api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
     )
-    assert_status(response, 404, "TARGET-ID-01")
+    assert_refused(response, "TARGET-ID-03", "an unknown webhook id")
 
 
 @pytest.mark.console
@@ -290,7 +297,7 @@ def test_target_foreign_webhook_id_spends_no_credits(
     response = _assert_no_credits_spent(
         api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
     )
-    assert_status(response, 404, "TARGET-ID-02")
+    assert_refused(response, "TARGET-ID-03", "another account's webhook id")
 
 
 # -- rule 4: a callback target failing validation -----------------------------------------
@@ -314,7 +321,7 @@ def test_target_invalid_callback_target_spends_no_credits(
     response = _assert_no_credits_spent(
         api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-URL-02"
     )
-    assert_status(response, 400, "TARGET-URL-01")
+    assert_refused(response, "TARGET-URL-02", f"an invalid {field}")
 
 
 @pytest.mark.requirement("TARGET-URL-03")

@@ -13,6 +13,7 @@ from conformance.asserts import (
     assert_webhook_list,
     credits_used_today,
     describe,
+    json_values,
 )
 from conformance.client import ApiClient, Recorder
 from conformance.operations import SetupFailed
@@ -151,3 +152,17 @@ def test_credits_used_today_unusable_answer_is_a_setup_error(status: int, body: 
     client, _ = _usage_client(status, body)
     with pytest.raises(SetupFailed, match="setup: "):
         credits_used_today(client)
+
+
+def test_json_values_finds_values_wherever_they_sit() -> None:
+    body = '{"webhooks": [{"id": "wh_1", "url": "http://x/"}], "meta": {"n": 1}}'
+    found = json_values(response(200, body))
+    assert found[0] == {"webhooks": [{"id": "wh_1", "url": "http://x/"}], "meta": {"n": 1}}
+    assert "wh_1" in found and "http://x/" in found and 1 in found
+    # Keys are not values: a field name never counts as a listed id.
+    assert "webhooks" not in found and "id" not in found
+
+
+def test_json_values_of_a_body_that_is_not_json_is_empty() -> None:
+    assert json_values(response(200, "<html>wh_1</html>")) == []
+    assert json_values(response(204)) == []

@@ -46,6 +46,7 @@ OWN_IDS = (
     "TIER-READ-01",
     *(f"TIER-FIELD-0{n}" for n in range(1, 9)),
     "CONSOLE-TIER-01",
+    "CONSOLE-TIER-02",
 )
 
 

@@ -15,6 +15,7 @@ from conformance.profile import (
     CapabilityMissing,
     Profile,
     ProfileError,
+    WireProfile,
     load_profile,
     parse_profile,
     template_text,
@@ -276,6 +277,61 @@ def test_not_toml() -> None:
     assert one_problem("base_url = ").startswith("not valid TOML:")
 
 
+# -- [wire] and [rate]: the deployment's choices where the spec leaves a word -------------
+
+
+def test_wire_and_rate_default_to_the_spec_reading() -> None:
+    profile = parse_profile(MINIMAL, env={})
+    assert profile.wire == WireProfile(header_brand="Service", secret_keying="utf8")
+    assert profile.rate.request == "reads"
+    assert profile.wire.header("Signature") == "X-Service-Signature"
+    assert profile.redacted()["wire"] == {"header_brand": "Service", "secret_keying": "utf8"}
+    assert profile.redacted()["rate"] == {"request": "reads"}
+
+
+def test_wire_names_every_delivery_header_with_the_brand_word() -> None:
+    text = f'{MINIMAL}\n[wire]\nheader_brand = "Acme"\nsecret_keying = "base64-after-prefix"\n'
+    profile = parse_profile(f'{text}[rate]\nrequest = "submits"\n', env={})
+    assert profile.wire.header("Signature") == "X-Acme-Signature"
+    assert profile.wire.delivery_headers == (
+        "X-Acme-Event",
+        "X-Acme-Delivery",
+        "X-Acme-Attempt",
+        "X-Acme-Generation",
+        "X-Acme-Signature",
+    )
+    assert profile.wire.secret_keying == "base64-after-prefix"
+    assert profile.rate.request == "submits"
+    assert profile.redacted()["wire"]["header_brand"] == "Acme"
+    assert WireProfile(header_brand="Big-Co").header("Event") == "X-Big-Co-Event"
+    with pytest.raises(ValueError, match="not a delivery header"):
+        profile.wire.header("signature")
+
+
+@pytest.mark.parametrize("brand", ['"X-Acme"', '"x-acme"', '"Acme Corp"', '""', '"-Acme"', "7"])
+def test_bad_header_brand_names_the_field_and_fix(brand: str) -> None:
+    problem = one_problem(f"{MINIMAL}\n[wire]\nheader_brand = {brand}\n")
+    assert problem.startswith("wire.header_brand:")
+    assert 'e.g. "Acme" for X-Acme-Signature' in problem
+
+
+def test_bad_secret_keying_lists_both_keyings() -> None:
+    problem = one_problem(f'{MINIMAL}\n[wire]\nsecret_keying = "base64"\n')
+    assert problem.startswith("wire.secret_keying: 'base64' is not valid")
+    assert '"utf8"' in problem and '"base64-after-prefix"' in problem
+
+
+def test_bad_rate_request_lists_both_requests() -> None:
+    problem = one_problem(f'{MINIMAL}\n[rate]\nrequest = "writes"\n')
+    assert problem.startswith("rate.request: 'writes' is not valid")
+    assert '"reads"' in problem and '"submits"' in problem
+
+
+def test_wire_typo_suggests_the_field() -> None:
+    problem = one_problem(f'{MINIMAL}\n[wire]\nheader_brnad = "Acme"\n')
+    assert problem == "wire.header_brnad: unknown field; did you mean 'header_brand'?"
+
+
 def test_load_profile_missing_file_says_how_to_create_one(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="genapi-conformance init-profile"):
         load_profile(tmp_path / "absent.toml")
@@ -302,6 +358,8 @@ def test_template_loads_once_filled_in_through_env(tmp_path: Path) -> None:
     assert {"primary", "second"} <= set(profile.sessions)
     # the scope matrix: a key lacking images:generate exists
     assert profile.keys_without_scope("images:generate")
+    # the wire and rate tables state the defaults
+    assert profile.wire == WireProfile() and profile.rate.request == "reads"
 
 
 def test_template_unfilled_names_each_variable(tmp_path: Path) -> None:

@@ -3,6 +3,10 @@ arrival times, waits with deadlines, and its canaries catch forbidden connection
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
+import hmac
 import socket
 import threading
 import time
@@ -12,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from conformance.profile import ReceiverProfile
+from conformance.profile import ReceiverProfile, WireProfile
 from conformance.receiver import (
     Canary,
     Delivery,
@@ -22,6 +26,7 @@ from conformance.receiver import (
     ReceiverError,
     Reply,
 )
+from conformance.signatures import verify_delivery
 
 TIMEOUT = httpx.Timeout(5.0)
 
@@ -144,7 +149,7 @@ def test_wait_for_deadline_names_what_arrived(server: Receiver, http: httpx.Clie
     message = str(caught.value)
     assert "endpoint 'deadline'" in message and "expected 3 deliveries within 0.3 s" in message
     assert "1 arrived" in message
-    assert "x-service-event=generation.failed x-service-attempt=1" in message
+    assert "X-Service-Event=generation.failed X-Service-Attempt=1" in message
     assert "replied 500" in message
     empty = server.endpoint("nothing")
     with pytest.raises(DeliveryTimeout, match="nothing arrived"):
@@ -206,6 +211,68 @@ def test_handler_errors_are_surfaced_in_the_check(
     with pytest.raises(ReceiverError, match="RuntimeError: scripted failure"):
         endpoint.check()
     server.endpoint("fine").check()
+
+
+# -- the deployment's wire conventions ---------------------------------------------------
+
+ACME = WireProfile(header_brand="Acme", secret_keying="utf8")
+WHSEC = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHMtb25seQ=="
+
+
+def _signed(key: bytes, body: bytes, t: int = 1767225600) -> str:
+    return f"t={t},v1={hmac.new(key, f'{t}.'.encode() + body, hashlib.sha256).hexdigest()}"
+
+
+def test_headers_are_read_and_named_under_the_declared_brand_word(http: httpx.Client) -> None:
+    """With brand word Acme, deliveries read X-Acme-* and summaries name them so; the
+    spec's neutral X-Service-* names are not read in their place."""
+    with Receiver(ReceiverProfile(), ACME) as receiver:
+        endpoint = receiver.endpoint("acme").respond_with_statuses([500])
+        headers = {
+            "X-Acme-Event": "generation.completed",
+            "X-Acme-Attempt": "1",
+            "X-Acme-Delivery": "evt_ab",
+            "X-Service-Generation": "gen_neutral",
+        }
+        assert post(http, endpoint, **headers) == 500
+        (delivery,) = endpoint.wait_for(1, timeout=5)
+        assert delivery.wire == ACME
+        assert delivery.header("Event") == "generation.completed"
+        assert delivery.header("Delivery") == "evt_ab"
+        assert delivery.header("Generation") is None
+        assert delivery.header("Signature") is None
+        with pytest.raises(ValueError, match="not a delivery header"):
+            delivery.header("Content-Type")
+        summary = delivery.summary(endpoint.created_at)
+        assert "X-Acme-Event=generation.completed X-Acme-Attempt=1 X-Acme-Delivery=evt_ab" in (
+            summary
+        )
+        with pytest.raises(DeliveryTimeout, match=r"X-Acme-Event=generation\.completed"):
+            endpoint.wait_for(2, timeout=0.2)
+
+
+def test_delivery_signed_under_the_other_keying_is_diagnosed_by_name(
+    server: Receiver, http: httpx.Client
+) -> None:
+    """A delivery that reaches the receiver signed with the base64-decoded whsec_ secret,
+    while the profile declares utf8, fails with the keying named and the setting to
+    change; declared base64-after-prefix, the same bytes verify."""
+    body = b'{"id":"evt_1","event":"generation.completed"}'
+    key = base64.b64decode(WHSEC.removeprefix("whsec_"))
+    endpoint = server.endpoint("keying")
+    assert post(http, endpoint, body, **{"X-Service-Signature": _signed(key, body)}) == 200
+    (delivery,) = endpoint.wait_for(1, timeout=5)
+    result = verify_delivery(delivery, WHSEC, label="the registered webhook's whsec_ secret")
+    assert not result.ok
+    assert result.message == (
+        "the signature does not verify with the registered webhook's whsec_ secret keyed as "
+        f"declared (utf8) over '<t>.' + the raw body ({len(body)} bytes); signed with the "
+        "base64-decoded secret (the text after its prefix, as Standard Webhooks does); the "
+        'profile declares utf8: set [wire] secret_keying = "base64-after-prefix" if that is '
+        "the deployment's choice"
+    )
+    declared = dataclasses.replace(delivery, wire=WireProfile(secret_keying="base64-after-prefix"))
+    assert verify_delivery(declared, WHSEC).ok
 
 
 def test_public_url_is_used_and_its_base_path_stripped(http: httpx.Client) -> None:

@@ -1,6 +1,7 @@
 """The suite's signature verifier agrees with the OpenSSL-computed vectors, parses the
-header strictly, verifies only the literal keying over the raw bytes, and names the
-alternative keying behind a mismatch without ever showing a secret."""
+header strictly, verifies only the declared keying (utf8 by default) over the raw bytes,
+diagnoses the other keying by name with the profile setting that declares it, and names
+the alternative behind a mismatch without ever showing a secret."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ import inspect
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 import genapi_spec
 from conformance import signatures
+from conformance.profile import WireProfile
+from conformance.receiver import Delivery
 from conformance.secrets import Secret
 from conformance.signatures import (
     ParsedSignature,
     SignatureFormatError,
+    hmac_key,
     parse_signature_header,
     signature_digest,
+    verify_delivery,
     verify_signature,
 )
 
@@ -103,10 +109,94 @@ def test_standard_webhooks_keying_is_diagnosed_by_name() -> None:
         header, _body(vector), Secret(vector["secret"]), label="the whsec_ secret"
     )
     assert not result.ok
-    assert result.explanation is not None
-    assert "base64-decoded" in result.explanation
-    assert "Standard Webhooks" in result.explanation
+    assert result.keying_found == "base64-after-prefix"
     assert "the whsec_ secret" in result.message
+    assert "signed with the base64-decoded secret" in result.message
+    assert "Standard Webhooks" in result.message
+    assert (
+        'the profile declares utf8: set [wire] secret_keying = "base64-after-prefix" if '
+        "that is the deployment's choice" in result.message
+    )
+
+
+# -- the declared keying -----------------------------------------------------------------
+
+BASE64 = WireProfile(secret_keying="base64-after-prefix")
+KEYED_VECTORS = [v for v in VECTORS if "alternative_keyings" in v]
+
+
+@pytest.mark.parametrize("vector", KEYED_VECTORS, ids=[v["name"] for v in KEYED_VECTORS])
+def test_base64_keying_gives_the_vectors_key(vector: dict[str, Any]) -> None:
+    """The OpenSSL-computed key of the Standard Webhooks keying is hmac_key's."""
+    alternative = vector["alternative_keyings"]["standard_webhooks_base64"]
+    key = hmac_key(Secret(vector["secret"]), "base64-after-prefix")
+    assert key is not None and key.hex() == alternative["key_hex"]
+    digest = signature_digest(
+        vector["secret"], vector["timestamp"], _body(vector), "base64-after-prefix"
+    )
+    assert digest == alternative["digest"]
+
+
+@pytest.mark.parametrize("vector", KEYED_VECTORS, ids=[v["name"] for v in KEYED_VECTORS])
+def test_declared_base64_keying_decides(vector: dict[str, Any]) -> None:
+    """Declared base64-after-prefix: its digest verifies, the utf8 one is diagnosed."""
+    alternative = vector["alternative_keyings"]["standard_webhooks_base64"]
+    base64_header = f"t={vector['timestamp']},v1={alternative['digest']}"
+    passed = verify_signature(base64_header, _body(vector), Secret(vector["secret"]), wire=BASE64)
+    assert passed.ok, passed.message
+    literal = verify_signature(
+        vector["expected_header"], _body(vector), Secret(vector["secret"]), wire=BASE64
+    )
+    assert not literal.ok
+    assert literal.keying_found == "utf8"
+    assert "signed with the secret string's UTF-8 bytes (its prefix included)" in literal.message
+    assert 'the profile declares base64-after-prefix: set [wire] secret_keying = "utf8"' in (
+        literal.message
+    )
+
+
+def test_per_key_secret_keyed_after_its_prefix() -> None:
+    """A per-key secret with another prefix: base64-after-prefix decodes what follows it."""
+    vector = next(v for v in VECTORS if v["secret"].startswith("k3y_"))
+    rest = vector["secret"].removeprefix("k3y_")
+    key = base64.b64decode(rest + "=" * (-len(rest) % 4))
+    header = f"t={vector['timestamp']},v1={_sign(key, vector['timestamp'], _body(vector))}"
+    assert verify_signature(header, _body(vector), vector["secret"], wire=BASE64).ok
+    diagnosed = verify_signature(header, _body(vector), vector["secret"], label="the key's")
+    assert diagnosed.keying_found == "base64-after-prefix"
+    assert "the key's keyed as declared (utf8)" in diagnosed.message
+    assert "signed with the base64-decoded secret" in diagnosed.message
+
+
+def test_unprefixed_secret_is_decoded_whole() -> None:
+    secret = "c2VjcmV0LWtleS1mb3ItdGVzdHMtb25seQ"
+    assert hmac_key(secret, "base64-after-prefix") == b"secret-key-for-tests-only"
+    assert hmac_key(secret, "utf8") == secret.encode()
+
+
+def test_secret_that_is_not_base64_cannot_be_keyed_so() -> None:
+    """Declared base64-after-prefix on a secret that is not base64: said plainly, and the
+    utf8 signature it carries is diagnosed."""
+    vector = next(v for v in VECTORS if not v["secret"].isascii())
+    assert hmac_key(vector["secret"], "base64-after-prefix") is None
+    with pytest.raises(ValueError, match="not base64"):
+        signature_digest(vector["secret"], 1, b"{}", "base64-after-prefix")
+    result = verify_signature(
+        vector["expected_header"], _body(vector), vector["secret"], wire=BASE64
+    )
+    assert not result.ok
+    assert result.problem is not None and "cannot key the HMAC" in result.problem
+    assert result.keying_found == "utf8"
+
+
+def test_other_keying_is_tried_before_other_alternatives() -> None:
+    """A digest of the other keying over a re-serialized body is still named."""
+    body = json.dumps(json.loads(BODY)).encode()
+    key = base64.b64decode(SECRET.removeprefix("whsec_"))
+    result = verify_signature(f"t={T},v1={_sign(key, T, body)}", BODY, SECRET)
+    assert result.keying_found is None
+    assert result.explanation is not None
+    assert "base64-decoded" in result.explanation and "re-serialized" in result.explanation
 
 
 # -- strict parsing --------------------------------------------------------------------
@@ -152,6 +242,40 @@ def test_missing_header_is_named() -> None:
     result = verify_signature(None, b"{}", "s3cr3t-value")
     assert not result.ok
     assert "no X-Service-Signature header" in result.message
+
+
+ACME = WireProfile(header_brand="Acme")
+
+
+def test_header_is_named_with_the_declared_brand_word() -> None:
+    assert "no X-Acme-Signature header" in verify_signature(None, b"{}", "s", wire=ACME).message
+    malformed = verify_signature("t=1", b"{}", "s", wire=ACME)
+    assert malformed.message.startswith("malformed X-Acme-Signature: ")
+    with pytest.raises(SignatureFormatError, match="no X-Acme-Signature header"):
+        parse_signature_header(None, ACME)
+
+
+def _delivery(headers: dict[str, str], wire: WireProfile) -> Delivery:
+    return Delivery(
+        raw_body=BODY,
+        headers=httpx.Headers(headers),
+        arrived_at=0.0,
+        path="/hooks/x",
+        method="POST",
+        wire=wire,
+    )
+
+
+def test_verify_delivery_reads_the_declared_header_and_keying() -> None:
+    """A delivery is verified by its wire: the X-Acme-Signature header, the Acme keying."""
+    key = base64.b64decode(SECRET.removeprefix("whsec_"))
+    header = f"t={T},v1={_sign(key, T, BODY)}"
+    acme_base64 = WireProfile(header_brand="Acme", secret_keying="base64-after-prefix")
+    assert verify_delivery(_delivery({"X-Acme-Signature": header}, acme_base64), SECRET).ok
+    neutral = verify_delivery(_delivery({"X-Service-Signature": header}, acme_base64), SECRET)
+    assert "no X-Acme-Signature header" in neutral.message
+    literal = verify_delivery(_delivery({"x-acme-signature": header}, ACME), SECRET)
+    assert literal.keying_found == "base64-after-prefix"
 
 
 def test_uppercase_hex_verifies_and_is_flagged() -> None:
@@ -212,9 +336,12 @@ def test_alternative_is_named(key: bytes, body: bytes, names: str) -> None:
 def test_base64_keying_is_named_in_either_alphabet(secret: str, encode: Any) -> None:
     rest = secret.removeprefix("whsec_")
     key = encode(rest + "=" * (-len(rest) % 4))
-    result = verify_signature(f"t={T},v1={_sign(key, T, BODY)}", BODY, secret)
+    header = f"t={T},v1={_sign(key, T, BODY)}"
+    result = verify_signature(header, BODY, secret)
     assert not result.ok
-    assert result.explanation is not None and "base64-decoded" in result.explanation
+    assert result.keying_found == "base64-after-prefix"
+    assert "signed with the base64-decoded secret" in result.message
+    assert verify_signature(header, BODY, secret, wire=BASE64).ok
 
 
 def test_body_without_timestamp_is_named() -> None:
@@ -247,20 +374,30 @@ def test_unexplained_mismatch_has_no_explanation() -> None:
 
 
 def test_alternatives_never_pass() -> None:
-    """A digest that only an alternative keying reproduces is still a failure."""
+    """A digest that only an alternative keying reproduces is still a failure, whichever
+    keying is declared."""
     key = base64.b64decode(SECRET.removeprefix("whsec_"))
     header = f"t={T},v1={_sign(key, T, BODY)}"
     assert not verify_signature(header, BODY, SECRET).ok
+    literal = f"t={T},v1={_sign(SECRET.encode(), T, BODY)}"
+    assert not verify_signature(literal, BODY, SECRET, wire=BASE64).ok
+    unprefixed = f"t={T},v1={_sign(SECRET.removeprefix('whsec_').encode(), T, BODY)}"
+    assert not verify_signature(unprefixed, BODY, SECRET, wire=BASE64).ok
 
 
 def test_messages_never_show_a_secret() -> None:
     other = "k3y_9999888877776666555544443333"
-    for key in (SECRET.encode(), other.encode(), b"unrelated"):
-        header = f"t={T},v1={_sign(key, T, BODY + b'x')}"
-        result = verify_signature(header, BODY, Secret(SECRET), others={"other": Secret(other)})
-        for value in (SECRET, SECRET.removeprefix("whsec_"), other):
-            assert value not in result.message
-            assert value not in repr(result)
+    decoded = base64.b64decode(SECRET.removeprefix("whsec_"))
+    for key in (SECRET.encode(), other.encode(), b"unrelated", decoded):
+        for body in (BODY, BODY + b"x"):
+            header = f"t={T},v1={_sign(key, T, body)}"
+            for wire in (WireProfile(), BASE64):
+                result = verify_signature(
+                    header, BODY, Secret(SECRET), wire=wire, others={"other": Secret(other)}
+                )
+                for value in (SECRET, SECRET.removeprefix("whsec_"), other, decoded.decode()):
+                    assert value not in result.message
+                    assert value not in repr(result)
 
 
 def test_comparison_is_constant_time() -> None:
