@@ -120,9 +120,9 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         account_id, email, password = made[name]
         token, _ = service.authenticator.issue_session(account_id, PROVISIONED_SESSION_TTL_S)
         sessions[name] = {"token": token, "email": email, "password": password}
-    variant = config.choices != Choices()
+    choices = config.choices
     profile: dict[str, Any] = {
-        "name": "reference variant (embedded)" if variant else "reference (embedded)",
+        "name": "reference (embedded)" if choices == Choices() else "reference variant (embedded)",
         "base_url": config.base_url,
         "key_prefix": config.key_prefix,
         "api_version": API_VERSION,
@@ -140,11 +140,10 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "usage": {"path": "/v1/account/usage", "field": "credits_used_today"},
         "budgets": {"max_requests_per_rate_check": 200, "destructive": True},
         "timing": {"tolerance_seconds": 0.6},
-        # The reference's wire choices (spec §6): the neutral brand word, and the HMAC
-        # keyed with the secret string's UTF-8 bytes (reference.webhooks.signing); its
-        # limiter counts every authenticated /v1 request, reads included.
-        "wire": {"header_brand": "Service", "secret_keying": "utf8"},
-        "rate": {"request": "reads"},
+        # The wire choices (spec §6): the brand word of the delivery headers and the HMAC
+        # keying (reference.webhooks.signing); and which requests the limiter counts.
+        "wire": {"header_brand": choices.header_brand, "secret_keying": choices.hmac_keying},
+        "rate": {"request": "reads" if choices.rate_counted == "every-request" else "submits"},
     }
     if config.dns_server is not None:
         host, port = config.dns_server
