@@ -10,18 +10,21 @@ Modules of the service core:
 | ``config`` | the frozen :class:`~reference.config.Config` of a running service |
 | ``store`` | the SQLite store (WAL, per-thread connections, ``transaction()``) |
 | ``errors`` | ``ApiError`` and the ``{"detail": ...}`` error body |
-| ``faults`` | the registry of injectable faults, each naming a catalog requirement |
+| ``fault`` | the ``Fault`` type and ``Faults``, the set a running service switched on |
+| ``faults`` | the registry: every fault, collected from the modules that declare it |
 | ``auth`` | API keys on /v1 and console sessions (JWT) on /api |
 | ``ratelimit`` | per-key minute and day limits and the 429 of spec §7 |
 | ``tiers`` (+ ``tiers.toml``) | tier records and prices, as configuration |
 | ``accounts`` | accounts, keys (hashed), the 10-active-keys limit |
-| ``generations`` | submit, read, the durable worker queue, the sandbox contract |
+| ``generations`` | the submit endpoints (body checks, credits, concurrency) and reads |
+| ``worker`` | the durable queue that runs generations; the sandbox contract |
 | ``media`` | the small real output files (PNG, MP4, WAV, JSON) |
 | ``bodies`` | bounded, checked JSON request bodies |
 | ``console`` | the /api paths of the core (session, keys, tier) |
 | ``provision`` | ``--provision``: accounts, keys, sessions, the target profile |
 | ``app`` | wiring, routes, error rendering, request logs, lifespan |
 | ``logs`` | one JSON log line per event on stderr |
+| ``aio`` | asyncio helpers of the worker and the dispatcher |
 
 ``webhooks`` (registered webhooks, bindings, durable deliveries) and ``netguard``
 (callback URL rules, resolvers, the egress-guarded delivery transport) are the other two

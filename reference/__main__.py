@@ -29,7 +29,7 @@ from reference.config import (
     Config,
     load_master_secret,
 )
-from reference.faults import FAULTS, Faults, UnknownFault
+from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
 from reference.provision import provision
 from reference.store import Store
@@ -233,7 +233,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def serve(args: argparse.Namespace) -> int:
     try:
-        faults = Faults(frozenset(args.fault))
+        faults = known(args.fault)
     except UnknownFault as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -256,13 +256,13 @@ def serve(args: argparse.Namespace) -> int:
         egress=args.egress,
         delivery_timeout_s=args.delivery_timeout,
         delivery_timer_slack_s=_timer_slack(args),
-        faults=faults.enabled,
+        faults=faults,
         master_secret=load_master_secret(store),
         choices=VARIANT if args.variant else Choices(),
     )
     _warn_non_default(config)
-    if faults.enabled:
-        log_event("warning", message="faults injected", faults=sorted(faults.enabled))
+    if faults:
+        log_event("warning", message="faults injected", faults=sorted(faults))
     if args.variant:
         log_event("variant", choices=config.choices.differing(Choices()))
     service = build_service(config, store)

@@ -18,7 +18,7 @@ from typing import Any
 
 from reference.auth import SCOPES, hash_key, new_key_value, signing_secret_for
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.ids import new_id
 from reference.store import Store
 
@@ -37,10 +37,39 @@ __all__ = [
     "validate_scopes",
 ]
 
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+KEY_SHOWN_AGAIN = Fault(
+    "key-shown-again", "KEY-ONCE-02", "the key detail view repeats the full secret value"
+)
+KEY_PREFIX_PER_ACCOUNT = Fault(
+    "key-prefix-per-account",
+    "KEY-PREFIX-02",
+    "each account's keys get their own prefix (<key_prefix><account suffix>_)",
+)
+NEW_KEY_NOT_ACTIVE = Fault(
+    "new-key-not-active",
+    "KEY-CREATE-01",
+    "keys created in the console do not authenticate (stored under another hash)",
+)
+REVOKED_KEYS_COUNT_TOWARD_LIMIT = Fault(
+    "revoked-keys-count-toward-limit",
+    "KEY-LIMIT-03",
+    "revoked keys still count toward the 10-active-keys limit",
+)
+KEY_LIMIT_NOT_ENFORCED = Fault(
+    "key-limit-not-enforced", "KEY-LIMIT-01", "an account may hold more than 10 keys"
+)
+KEY_DETAIL_SIGNING_SECRET_WRONG = Fault(
+    "key-detail-signing-secret-wrong",
+    "SIG-KEY-04",
+    "the key detail view shows a secret that signs nothing",
+)
+
+
 #: Spec §2 and §8: active keys per account.
 MAX_ACTIVE_KEYS = 10
 _PBKDF2_ROUNDS = 60_000
-#: Only with fault ``key-shown-again``: key values kept in memory so the detail view can
+#: Only with fault KEY_SHOWN_AGAIN: key values kept in memory so the detail view can
 #: repeat them (honest mode never keeps a key value anywhere).
 _FAULT_KEPT_VALUES: dict[str, str] = {}
 
@@ -117,20 +146,20 @@ def create_key(
 ) -> CreatedKey:
     """Create a key, enforcing the 10-active-keys limit atomically (409 beyond it)."""
     key_id = new_id("key", id_form)
-    if faults.on("key-prefix-per-account"):
+    if faults.on(KEY_PREFIX_PER_ACCOUNT):
         prefix = f"{prefix}{account_id[-4:]}"
     value = new_key_value(prefix, faults)
-    # Fault new-key-not-active: a console-created key is stored under another hash.
-    stored = value + "-inactive" if role is None and faults.on("new-key-not-active") else value
+    # Fault NEW_KEY_NOT_ACTIVE: a console-created key is stored under another hash.
+    stored = value + "-inactive" if role is None and faults.on(NEW_KEY_NOT_ACTIVE) else value
     created = now_iso()
     with store.transaction() as conn:
         counted = (
             "SELECT COUNT(*) FROM api_keys WHERE account_id = ?"
-            if faults.on("revoked-keys-count-toward-limit")
+            if faults.on(REVOKED_KEYS_COUNT_TOWARD_LIMIT)
             else "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND revoked_at IS NULL"
         )
         (active,) = conn.execute(counted, (account_id,)).fetchone()
-        if active >= MAX_ACTIVE_KEYS and not faults.on("key-limit-not-enforced"):
+        if active >= MAX_ACTIVE_KEYS and not faults.on(KEY_LIMIT_NOT_ENFORCED):
             raise ApiError(
                 409,
                 f"this account already holds {MAX_ACTIVE_KEYS} active API keys, the most "
@@ -141,7 +170,7 @@ def create_key(
             "provisioned_role) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (key_id, account_id, name, json.dumps(list(scopes)), hash_key(stored), created, role),
         )
-    if faults.on("key-shown-again"):
+    if faults.on(KEY_SHOWN_AGAIN):
         _FAULT_KEPT_VALUES[key_id] = value
     return CreatedKey(key_id, value, name, tuple(scopes), created)
 
@@ -185,9 +214,9 @@ def key_detail(
     """The console's key detail view, with the per-key signing secret (spec §5.6)."""
     view = key_view(_key_row(store, account_id, key_id))
     view["signing_secret"] = signing_secret_for(master_secret, key_id, keying)
-    if faults.on("key-detail-signing-secret-wrong"):
+    if faults.on(KEY_DETAIL_SIGNING_SECRET_WRONG):
         view["signing_secret"] = signing_secret_for(master_secret, f"{key_id}:detail")
-    if faults.on("key-shown-again") and key_id in _FAULT_KEPT_VALUES:
+    if faults.on(KEY_SHOWN_AGAIN) and key_id in _FAULT_KEPT_VALUES:
         view["key"] = _FAULT_KEPT_VALUES[key_id]
     return view
 

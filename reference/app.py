@@ -28,15 +28,56 @@ from reference.auth import Authenticator
 from reference.config import Config
 from reference.console import console_routes
 from reference.errors import ApiError, error_response, error_shape, render_api_error
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.generations import OPERATIONS, GenerationService, Operation
 from reference.logs import log_event
 from reference.ratelimit import utc_day
 from reference.store import Store
 from reference.tiers import Tiers, load_tiers
-from reference.webhooks import SCHEMA_SQL, WebhookService
+from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
+from reference.worker import GenerationWorker
 
 __all__ = ["Service", "build_service", "create_app"]
+
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+TIER_READ_REFUSED = Fault(
+    "tier-read-refused", "TIER-READ-01", "GET /v1/account/tier answers 404 to a valid key"
+)
+TIER_ENDPOINT_WRONG_TYPE = Fault(
+    "tier-endpoint-wrong-type",
+    "TIER-FIELD-02",
+    "the tier record gives requests_per_minute as a string",
+)
+TIER_REQUESTS_PER_DAY_WRONG_TYPE = Fault(
+    "tier-requests-per-day-wrong-type",
+    "TIER-FIELD-03",
+    "the tier record gives requests_per_day as a string",
+)
+TIER_CONCURRENT_LIMIT_WRONG_TYPE = Fault(
+    "tier-concurrent-limit-wrong-type",
+    "TIER-FIELD-04",
+    "the tier record gives concurrent_limit as a string",
+)
+TIER_MAX_CREDITS_WRONG_TYPE = Fault(
+    "tier-max-credits-wrong-type",
+    "TIER-FIELD-05",
+    "the tier record gives max_credits_per_day as a string",
+)
+TIER_PLAN_CODE_WRONG_TYPE = Fault(
+    "tier-plan-code-wrong-type",
+    "TIER-FIELD-01",
+    "the tier record gives plan_code as an object instead of a string",
+)
+TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE = Fault(
+    "tier-allowed-model-types-wrong-type",
+    "TIER-FIELD-06",
+    "the tier record gives allowed_model_types as one comma-separated string",
+)
+TIER_PATH_UNVERSIONED = Fault(
+    "tier-path-unversioned",
+    "VER-PATH-01",
+    "the tier endpoint is served at /account/tier, without the /v1 prefix",
+)
 
 
 @dataclass
@@ -50,6 +91,7 @@ class Service:
     authenticator: Authenticator
     webhooks: WebhookService
     generations: GenerationService
+    worker: GenerationWorker
 
 
 def build_service(config: Config, store: Store | None = None) -> Service:
@@ -59,8 +101,9 @@ def build_service(config: Config, store: Store | None = None) -> Service:
     tiers = load_tiers(config.choices.prices)
     authenticator = Authenticator(store, config, faults, tiers)
     webhooks = WebhookService(store, config, faults)
-    generations = GenerationService(store, config, faults, authenticator, webhooks)
-    return Service(config, faults, store, tiers, authenticator, webhooks, generations)
+    worker = GenerationWorker(store, config, faults, webhooks)
+    generations = GenerationService(store, config, faults, authenticator, webhooks, worker)
+    return Service(config, faults, store, tiers, authenticator, webhooks, generations, worker)
 
 
 class RequestLog:
@@ -166,19 +209,19 @@ def core_routes(service: Service) -> list[BaseRoute]:
         key = auth.require_key(request, None)
         record = auth.tier_of(key).record()
         faults = service.faults
-        if faults.on("tier-read-refused"):
+        if faults.on(TIER_READ_REFUSED):
             raise ApiError(404, "no tier record for this key")
-        if faults.on("tier-endpoint-wrong-type"):
+        if faults.on(TIER_ENDPOINT_WRONG_TYPE):
             record["requests_per_minute"] = str(record["requests_per_minute"])
-        if faults.on("tier-requests-per-day-wrong-type"):
+        if faults.on(TIER_REQUESTS_PER_DAY_WRONG_TYPE):
             record["requests_per_day"] = str(record["requests_per_day"])
-        if faults.on("tier-concurrent-limit-wrong-type"):
+        if faults.on(TIER_CONCURRENT_LIMIT_WRONG_TYPE):
             record["concurrent_limit"] = str(record["concurrent_limit"])
-        if faults.on("tier-max-credits-wrong-type"):
+        if faults.on(TIER_MAX_CREDITS_WRONG_TYPE):
             record["max_credits_per_day"] = str(record["max_credits_per_day"])
-        if faults.on("tier-plan-code-wrong-type"):
+        if faults.on(TIER_PLAN_CODE_WRONG_TYPE):
             record["plan_code"] = {"name": record["plan_code"]}
-        if faults.on("tier-allowed-model-types-wrong-type"):
+        if faults.on(TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE):
             record["allowed_model_types"] = ",".join(record["allowed_model_types"])
         return JSONResponse(record)
 
@@ -205,7 +248,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
 
     async def output(request: Request) -> Response:
         name = request.path_params["name"]
-        found = service.generations.output(name)
+        found = service.worker.output(name)
         if found is None:
             raise ApiError(404, f"no output named {name!r}")
         data, content_type = found
@@ -216,7 +259,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
         *(_submit_endpoint(service, op) for op in OPERATIONS),
         Route("/v1/generations/{generation_id}", service.generations.get, methods=["GET"]),
         Route(
-            "/account/tier" if service.faults.on("tier-path-unversioned") else "/v1/account/tier",
+            "/account/tier" if service.faults.on(TIER_PATH_UNVERSIONED) else "/v1/account/tier",
             account_tier,
             methods=["GET"],
         ),
@@ -230,7 +273,7 @@ def create_app(service: Service) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await service.generations.start()
+        await service.worker.start()
         await service.webhooks.start()
         try:
             yield
@@ -238,7 +281,7 @@ def create_app(service: Service) -> Starlette:
             # Graceful stop: queued work and pending deliveries stay in the store and
             # resume at the next start.
             try:
-                await service.generations.stop()
+                await service.worker.stop()
             finally:
                 await service.webhooks.stop()
 
@@ -246,7 +289,7 @@ def create_app(service: Service) -> Starlette:
         routes=[
             *core_routes(service),
             *console_routes(service.config.choices),
-            *service.webhooks.routes(),
+            *webhook_routes(service.webhooks),
         ],
         exception_handlers={
             ApiError: render_api_error,

@@ -31,7 +31,7 @@ from starlette.requests import Request
 
 from reference.config import Config
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.ratelimit import RateLimiter
 from reference.store import Store
 from reference.tiers import Tier, Tiers
@@ -49,6 +49,91 @@ __all__ = [
     "signing_secret_for",
 ]
 
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+API_KEY_CREATES_WEBHOOKS = Fault(
+    "api-key-creates-webhooks", "CONSOLE-KEY-01", "POST /api/webhooks accepts an API key"
+)
+API_KEY_LISTS_WEBHOOKS = Fault(
+    "api-key-lists-webhooks", "CONSOLE-KEY-02", "GET /api/webhooks accepts an API key"
+)
+API_KEY_TESTS_WEBHOOKS = Fault(
+    "api-key-tests-webhooks", "CONSOLE-KEY-03", "POST /api/webhooks/{id}/test accepts an API key"
+)
+API_KEY_DELETES_WEBHOOKS = Fault(
+    "api-key-deletes-webhooks", "CONSOLE-KEY-04", "DELETE /api/webhooks/{id} accepts an API key"
+)
+IMAGES_SCOPE_NOT_ENFORCED = Fault(
+    "images-scope-not-enforced", "SCOPE-IMAGES-01", "POST /v1/images/generate ignores its scope"
+)
+EDIT_SCOPE_NOT_ENFORCED = Fault(
+    "edit-scope-not-enforced", "SCOPE-EDIT-01", "POST /v1/images/edit ignores its scope"
+)
+VIDEO_SCOPE_NOT_ENFORCED = Fault(
+    "video-scope-not-enforced", "SCOPE-VIDEO-01", "POST /v1/videos/generate ignores its scope"
+)
+IMAGES_NEEDS_ALL_SCOPES = Fault(
+    "images-needs-all-scopes",
+    "SCOPE-IMAGES-02",
+    "POST /v1/images/generate demands every scope, not only images:generate",
+)
+EDIT_NEEDS_IMAGES_GENERATE = Fault(
+    "edit-needs-images-generate",
+    "SCOPE-EDIT-02",
+    "POST /v1/images/edit also demands images:generate",
+)
+VIDEO_NEEDS_IMAGES_GENERATE = Fault(
+    "video-needs-images-generate",
+    "SCOPE-VIDEO-02",
+    "POST /v1/videos/generate also demands images:generate",
+)
+KEY_PREFIX_WRONG = Fault(
+    "key-prefix-wrong", "KEY-PREFIX-01", "new API keys lack the <key_prefix>_ prefix"
+)
+REVOCATION_DELAYED = Fault(
+    "revocation-delayed",
+    "KEY-REVOKE-01",
+    "keys are cached for 60 s, so a revoked key keeps working for a while",
+)
+SESSION_SIGNATURE_NOT_CHECKED = Fault(
+    "session-signature-not-checked",
+    "CONSOLE-SESSION-02",
+    "console JWTs are accepted without checking their signature",
+)
+CONSOLE_OPEN_WITHOUT_SESSION = Fault(
+    "console-open-without-session",
+    "CONSOLE-SESSION-01",
+    "console paths without credentials act for the oldest account",
+)
+API_KEY_OPENS_CONSOLE = Fault(
+    "api-key-opens-console", "CONSOLE-KEY-05", "an API key opens /api console paths"
+)
+SESSION_REFUSED_ON_TIER = Fault(
+    "session-refused-on-tier", "CONSOLE-SESSION-03", "GET /api/tier refuses valid sessions"
+)
+MALFORMED_AUTHORIZATION_ACCEPTED = Fault(
+    "malformed-authorization-accepted",
+    "AUTH-KEY-03",
+    "the key is taken from any Authorization form (no scheme, another scheme)",
+)
+MISSING_KEY_ACCEPTED = Fault(
+    "missing-key-accepted",
+    "AUTH-KEY-01",
+    "a /v1 request without Authorization acts with the oldest active key",
+)
+UNKNOWN_KEY_ACCEPTED = Fault(
+    "unknown-key-accepted",
+    "AUTH-KEY-02",
+    "an unknown key of the right shape acts as the oldest active key",
+)
+REVOKED_KEY_ACCEPTED = Fault("revoked-key-accepted", "KEY-REVOKE-02", "a revoked key keeps working")
+TIER_REFUSES_KEYS = Fault(
+    "tier-refuses-keys", "AUTH-BEARER-01", "GET /v1/account/tier refuses valid keys"
+)
+SCOPE_NOT_ENFORCED = Fault(
+    "scope-not-enforced", "SCOPE-DENY-01", "keys may call endpoints outside their scopes"
+)
+
+
 #: The scope names of spec §5.2, in the spec's order.
 SCOPES = ("images:generate", "images:edit", "videos:generate", "audio:generate", "agent:run")
 
@@ -60,25 +145,25 @@ SESSION_COOKIE = "acme_session"
 _JWT_ALGORITHM = "HS256"
 _KEY_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 
-# Faults of the CHECKS-AUTH group (reference/faults.py); off, none of these is consulted.
+# With none of the faults above on, none of these tables is consulted.
 #: Faults that open one console operation to API keys (spec §4 console table).
 _CONSOLE_KEY_FAULTS = (
-    ("POST", re.compile(r"/api/webhooks"), "api-key-creates-webhooks"),
-    ("GET", re.compile(r"/api/webhooks"), "api-key-lists-webhooks"),
-    ("POST", re.compile(r"/api/webhooks/[^/]+/test"), "api-key-tests-webhooks"),
-    ("DELETE", re.compile(r"/api/webhooks/[^/]+"), "api-key-deletes-webhooks"),
+    ("POST", re.compile(r"/api/webhooks"), API_KEY_CREATES_WEBHOOKS),
+    ("GET", re.compile(r"/api/webhooks"), API_KEY_LISTS_WEBHOOKS),
+    ("POST", re.compile(r"/api/webhooks/[^/]+/test"), API_KEY_TESTS_WEBHOOKS),
+    ("DELETE", re.compile(r"/api/webhooks/[^/]+"), API_KEY_DELETES_WEBHOOKS),
 )
 #: Faults that drop one endpoint's scope check (spec §4 "Scope:" lines).
 _SCOPE_IGNORED_FAULTS = {
-    "images:generate": "images-scope-not-enforced",
-    "images:edit": "edit-scope-not-enforced",
-    "videos:generate": "video-scope-not-enforced",
+    "images:generate": IMAGES_SCOPE_NOT_ENFORCED,
+    "images:edit": EDIT_SCOPE_NOT_ENFORCED,
+    "videos:generate": VIDEO_SCOPE_NOT_ENFORCED,
 }
 #: Faults that make an endpoint demand scopes beyond its own.
 _EXTRA_SCOPE_FAULTS = (
-    ("images:generate", "images-needs-all-scopes", frozenset(SCOPES)),
-    ("images:edit", "edit-needs-images-generate", frozenset({"images:generate"})),
-    ("videos:generate", "video-needs-images-generate", frozenset({"images:generate"})),
+    ("images:generate", IMAGES_NEEDS_ALL_SCOPES, frozenset(SCOPES)),
+    ("images:edit", EDIT_NEEDS_IMAGES_GENERATE, frozenset({"images:generate"})),
+    ("videos:generate", VIDEO_NEEDS_IMAGES_GENERATE, frozenset({"images:generate"})),
 )
 
 
@@ -112,7 +197,7 @@ def hash_key(value: str) -> str:
 def new_key_value(prefix: str, faults: Faults) -> str:
     """A fresh secret key value ``<prefix>_<random>`` (spec §2)."""
     body = secrets.token_urlsafe(32)  # 43 characters
-    if faults.on("key-prefix-wrong"):
+    if faults.on(KEY_PREFIX_WRONG):
         return "sk-" + body
     return f"{prefix}_{body}"
 
@@ -161,7 +246,7 @@ class Authenticator:
         self.faults = faults
         self.tiers = tiers
         self.limiter = RateLimiter(store, faults)
-        #: Only with fault ``revocation-delayed``: key rows cached by key value.
+        #: Only with fault REVOCATION_DELAYED: key rows cached by key value.
         self._fault_cache: dict[str, tuple[float, Any]] = {}
 
     # --- console sessions -------------------------------------------------------------
@@ -182,7 +267,7 @@ class Authenticator:
     def _session_account(self, token: str) -> str | None:
         options: Options = {
             "require": ["exp", "sub", "typ"],
-            "verify_signature": not self.faults.on("session-signature-not-checked"),
+            "verify_signature": not self.faults.on(SESSION_SIGNATURE_NOT_CHECKED),
         }
         try:
             claims: dict[str, Any] = jwt.decode(
@@ -201,17 +286,17 @@ class Authenticator:
         return account
 
     def _console_fault_account(self, request: Request) -> str | None:
-        """Fault ``console-open-without-session``: the oldest account, for no credentials."""
+        """Fault CONSOLE_OPEN_WITHOUT_SESSION: the oldest account, for no credentials."""
         if request.headers.get("authorization") is not None:
             return None
-        if not self.faults.on("console-open-without-session"):
+        if not self.faults.on(CONSOLE_OPEN_WITHOUT_SESSION):
             return None
         rows = self.store.read("SELECT id FROM accounts ORDER BY created_at, rowid LIMIT 1")
         return str(rows[0]["id"]) if rows else None
 
     def _api_key_opens(self, request: Request) -> bool:
         """Faults that let an API key through to (some) console operations."""
-        if self.faults.on("api-key-opens-console"):
+        if self.faults.on(API_KEY_OPENS_CONSOLE):
             return True
         return any(
             request.method == method
@@ -229,7 +314,7 @@ class Authenticator:
         if (
             account is not None
             and request.url.path == "/api/tier"
-            and self.faults.on("session-refused-on-tier")
+            and self.faults.on(SESSION_REFUSED_ON_TIER)
         ):
             account = None
         if account is None and self._api_key_opens(request):
@@ -277,7 +362,7 @@ class Authenticator:
     # --- API keys ---------------------------------------------------------------------
 
     def _key_row(self, value: str) -> Any:
-        if self.faults.on("revocation-delayed"):
+        if self.faults.on(REVOCATION_DELAYED):
             cached = self._fault_cache.get(value)
             if cached is not None and cached[0] > time.monotonic():
                 return cached[1]
@@ -287,7 +372,7 @@ class Authenticator:
             (hash_key(value),),
         )
         row = rows[0] if rows else None
-        if row is not None and self.faults.on("revocation-delayed"):
+        if row is not None and self.faults.on(REVOCATION_DELAYED):
             self._fault_cache[value] = (time.monotonic() + 60.0, row)
         return row
 
@@ -301,7 +386,7 @@ class Authenticator:
         return rows[0] if rows else None
 
     def _lax_bearer(self, request: Request) -> str:
-        """Fault ``malformed-authorization-accepted``: the last word of any header form."""
+        """Fault MALFORMED_AUTHORIZATION_ACCEPTED: the last word of any header form."""
         words = (request.headers.get("authorization") or "").split()
         return words[-1] if words else _bearer(request)
 
@@ -316,16 +401,16 @@ class Authenticator:
             raise
 
     def _identify(self, request: Request) -> KeyContext:
-        if request.headers.get("authorization") is None and self.faults.on("missing-key-accepted"):
+        if request.headers.get("authorization") is None and self.faults.on(MISSING_KEY_ACCEPTED):
             fallback = self._oldest_key_row()
             if fallback is not None:
                 return self._context(request, fallback)
-        if self.faults.on("malformed-authorization-accepted"):
+        if self.faults.on(MALFORMED_AUTHORIZATION_ACCEPTED):
             value = self._lax_bearer(request)
         else:
             value = self._bearer(request)
         row = self._key_row(value)
-        if row is None and self.faults.on("unknown-key-accepted"):
+        if row is None and self.faults.on(UNKNOWN_KEY_ACCEPTED):
             prefix = self.config.key_prefix
             if _KEY_BODY.fullmatch(value.removeprefix(prefix + "_")):
                 row = self._oldest_key_row()
@@ -339,7 +424,7 @@ class Authenticator:
                     "console session tokens do not open /v1 paths",
                 )
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
-        if row["revoked_at"] is not None and not self.faults.on("revoked-key-accepted"):
+        if row["revoked_at"] is not None and not self.faults.on(REVOKED_KEY_ACCEPTED):
             raise ApiError(401, "this API key has been revoked: create a new key in the console")
         return self._context(request, row)
 
@@ -362,7 +447,7 @@ class Authenticator:
 
     def require_key(self, request: Request, scope: str | None) -> KeyContext:
         key = self.identify(request)
-        if request.url.path == "/v1/account/tier" and self.faults.on("tier-refuses-keys"):
+        if request.url.path == "/v1/account/tier" and self.faults.on(TIER_REFUSES_KEYS):
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
         counted = scope is not None or self.config.choices.rate_counted == "every-request"
         window = self.limiter.admit(key.key_id, self.tier_of(key)) if counted else None
@@ -372,7 +457,7 @@ class Authenticator:
         if (
             scope is not None
             and scope not in key.scopes
-            and not self.faults.on("scope-not-enforced")
+            and not self.faults.on(SCOPE_NOT_ENFORCED)
             and not (
                 scope in _SCOPE_IGNORED_FAULTS and self.faults.on(_SCOPE_IGNORED_FAULTS[scope])
             )

@@ -27,6 +27,7 @@ from reference.auth import SESSION_COOKIE, SESSION_TTL_S, Authenticator, require
 from reference.bodies import read_json_object
 from reference.config import Choices
 from reference.errors import ApiError
+from reference.fault import Fault
 
 __all__ = ["REFERENCE_CONSOLE", "VARIANT_CONSOLE", "ConsoleApi", "console_api", "console_routes"]
 
@@ -100,6 +101,41 @@ def console_api(choices: Choices) -> ConsoleApi:
     return VARIANT_CONSOLE if choices.console_api == "variant" else REFERENCE_CONSOLE
 
 
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+EMPTY_SCOPES_ACCEPTED = Fault(
+    "empty-scopes-accepted", "KEY-SCOPE-02", "a key can be created with no scope at all"
+)
+SCOPE_AGENT_RUN_REFUSED = Fault(
+    "scope-agent-run-refused",
+    "SCOPE-NAMES-01",
+    "creating a key with the agent:run scope is refused",
+)
+SCOPE_IMAGES_EDIT_REFUSED = Fault(
+    "scope-images-edit-refused",
+    "SCOPE-NAMES-02",
+    "creating a key with the images:edit scope is refused",
+)
+KEY_SCOPE_WILDCARD = Fault(
+    "key-scope-wildcard",
+    "KEY-SCOPE-01",
+    "keys created in the console carry an extra scope 'all' beyond the five",
+)
+KEY_NAME_IGNORED = Fault(
+    "key-name-ignored", "KEY-NAME-01", "keys are stored without the name given"
+)
+CREATED_KEY_TRUNCATED = Fault(
+    "created-key-truncated",
+    "KEY-ONCE-01",
+    "the key returned at creation lacks its last 4 characters",
+)
+KEY_DETAIL_WITHOUT_SCOPES = Fault(
+    "key-detail-without-scopes", "KEY-VIEW-01", "the key detail view omits the scopes"
+)
+CONSOLE_TIER_DIFFERS = Fault(
+    "console-tier-differs", "CONSOLE-TIER-01", "GET /api/tier reports another tier"
+)
+
+
 def _auth(request: Request) -> Authenticator:
     authenticator: Authenticator = request.app.state.authenticator
     return authenticator
@@ -146,19 +182,19 @@ async def create_key(request: Request) -> Response:
     if not isinstance(name, str) or len(name) > 200:
         raise ApiError(400, f"`{api.name('name')}` must be a string of at most 200 characters")
     auth = _auth(request)
-    if auth.faults.on("empty-scopes-accepted") and body.get("scopes") in (None, []):
+    if auth.faults.on(EMPTY_SCOPES_ACCEPTED) and body.get("scopes") in (None, []):
         scopes: list[str] = []
     else:
         scopes = accounts.validate_scopes(body.get(api.name("scopes")))
     for refused, fault in (
-        ("agent:run", "scope-agent-run-refused"),
-        ("images:edit", "scope-images-edit-refused"),
+        ("agent:run", SCOPE_AGENT_RUN_REFUSED),
+        ("images:edit", SCOPE_IMAGES_EDIT_REFUSED),
     ):
         if refused in scopes and auth.faults.on(fault):
             raise ApiError(400, f"unknown scope(s) [{refused!r}]")
-    if auth.faults.on("key-scope-wildcard"):
+    if auth.faults.on(KEY_SCOPE_WILDCARD):
         scopes = [*scopes, "all"]
-    if auth.faults.on("key-name-ignored"):
+    if auth.faults.on(KEY_NAME_IGNORED):
         name = ""
     try:
         created = accounts.create_key(
@@ -183,7 +219,7 @@ async def create_key(request: Request) -> Response:
                 "created_at": created.created_at,
                 # Spec §2: the full key is returned this once; only its hash is stored.
                 "key": created.value[:-4]
-                if auth.faults.on("created-key-truncated")
+                if auth.faults.on(CREATED_KEY_TRUNCATED)
                 else created.value,
             }
         ),
@@ -211,7 +247,7 @@ async def key_detail(request: Request) -> Response:
         auth.faults,
         auth.config.choices.hmac_keying,
     )
-    if auth.faults.on("key-detail-without-scopes"):
+    if auth.faults.on(KEY_DETAIL_WITHOUT_SCOPES):
         detail.pop("scopes", None)
     return JSONResponse(_api(request).key_view(detail))
 
@@ -232,7 +268,7 @@ async def console_tier(request: Request) -> Response:
     auth = _auth(request)
     rows = auth.store.read("SELECT tier FROM accounts WHERE id = ?", (session.account_id,))
     tier = rows[0]["tier"]
-    if auth.faults.on("console-tier-differs"):
+    if auth.faults.on(CONSOLE_TIER_DIFFERS):
         tier = next(name for name in auth.tiers.tiers if name != tier)
     record = auth.tiers.get(tier).record()
     return JSONResponse(record)

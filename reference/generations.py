@@ -1,54 +1,38 @@
-"""Generations: submit (202), read, and the durable worker queue that runs them.
+"""Generations: submit (202) and read; ``worker.py`` runs them.
 
 Submit order (spec §4 "Target selection rules"): authenticate, count and scope-check the
 request (``require_key``), check the tier's model categories, validate the body, let the
 webhooks part select and validate the delivery target (404/400 *before* any credit is
 spent), then in one transaction check the concurrency limit and the daily credit cap,
-spend the credits, insert the generation and its binding.
-
-The queue is the ``generations`` table itself: a restart (even after kill -9) reloads
-every ``queued`` row and runs it (again). The transaction that moves a
-generation to completed, failed or cancelled also stores its output file (table
-``outputs``, served at ``GET /outputs/{name}``), refunds credits where due and lets the
-webhooks part enqueue its events, so an event is never lost, nor sent for a state or an
-output that was rolled back.
-
-Sandbox contract (ARCHITECTURE.md): ``[sandbox:fail]`` in the prompt fails the
-generation, ``[sandbox:cancel]`` cancels it; either way the credits are refunded (spec §1,
-§6) and ``credits_used`` becomes 0.
+spend the credits, insert the generation and its binding, and queue it for the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import heapq
-import hmac
 import json
 import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from reference import media
 from reference.accounts import now_iso
-from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
 from reference.config import Choices, Config
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.ids import new_id
-from reference.logs import log_event
 from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
 from reference.store import Store
+from reference.worker import FinishHooks, GenerationWorker
 
 __all__ = [
     "OPERATIONS",
@@ -57,19 +41,98 @@ __all__ = [
     "Operation",
 ]
 
-FAIL_MARK = "[sandbox:fail]"
-CANCEL_MARK = "[sandbox:cancel]"
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+CREDIT_CAP_NOT_ENFORCED = Fault(
+    "credit-cap-not-enforced", "CREDIT-CAP-01", "the daily credit cap is ignored"
+)
+CREDIT_CAP_WITHOUT_RETRY_AFTER = Fault(
+    "credit-cap-without-retry-after",
+    "CREDIT-CAP-02",
+    "a 429 for the daily credit cap lacks Retry-After",
+)
+CREDIT_CAP_429_BARE = Fault(
+    "credit-cap-429-bare",
+    "CREDIT-429-01",
+    "a 429 for the daily credit cap lacks the X-RateLimit-* headers",
+)
+CREDIT_CAP_REFUSAL_CHARGED = Fault(
+    "credit-cap-refusal-charged",
+    "CREDIT-CAP-06",
+    "a submit refused for the daily credit cap still spends its credits",
+)
+CONCURRENCY_NOT_ENFORCED = Fault(
+    "concurrency-not-enforced", "RATE-CONC-01", "the per-tier concurrency limit is ignored"
+)
+BLANK_PROMPT_SERVER_ERROR = Fault(
+    "blank-prompt-server-error",
+    "ERR-5XX-01",
+    "a submit whose prompt is the empty string answers 500 instead of 400",
+)
+IMAGE_PROMPT_OPTIONAL = Fault(
+    "image-prompt-optional",
+    "GEN-IMAGE-01",
+    "an image submit without prompt is accepted (with a default prompt)",
+)
+IMAGE_PROMPT_ANY_TYPE = Fault(
+    "image-prompt-any-type",
+    "GEN-IMAGE-02",
+    "an image submit whose prompt is not a string is accepted (its JSON text is the prompt)",
+)
+VIDEO_PROMPT_OPTIONAL = Fault(
+    "video-prompt-optional",
+    "GEN-VIDEO-01",
+    "a video submit without prompt is accepted (with a default prompt)",
+)
+VIDEO_DURATION_ANY_TYPE = Fault(
+    "video-duration-any-type",
+    "GEN-VIDEO-04",
+    "a video submit whose duration is not a number is accepted (the duration ignored)",
+)
+MODEL_CATEGORY_NOT_ENFORCED = Fault(
+    "model-category-not-enforced",
+    "TIER-MODEL-01",
+    "submits for a model category outside the tier are accepted",
+)
+CREDITS_NOT_SPENT = Fault("credits-not-spent", "CREDIT-SPEND-01", "generations spend no credits")
+CREDITS_SPENT_BEFORE_VALIDATION = Fault(
+    "credits-spent-before-validation",
+    "TARGET-ID-03",
+    "credits are spent before the delivery target is checked, and kept on 404/400",
+)
+CREDITS_KEPT_ON_BAD_TARGET = Fault(
+    "credits-kept-on-bad-target",
+    "TARGET-URL-02",
+    "a submit refused for its callback target spends its credits all the same",
+)
+GENERATION_ID_MISSING = Fault(
+    "generation-id-missing", "GEN-ID-01", "the 202 response of a submit has no id"
+)
+STATUS_200_INSTEAD_OF_202 = Fault(
+    "status-200-instead-of-202", "GEN-IMAGE-07", "submits answer 200 instead of 202"
+)
+VIDEO_STATUS_200 = Fault(
+    "video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"
+)
+SIGNING_SECRET_ON_V1 = Fault(
+    "signing-secret-on-v1",
+    "SIG-KEY-05",
+    "GET /v1/generations/{id} shows the key's webhook signing secret",
+)
+GENERATION_READ_404 = Fault(
+    "generation-read-404",
+    "GEN-READ-01",
+    "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
+)
+
+
 #: Longest prompt accepted (spec §8: not shown; an interpretation).
 MAX_PROMPT_CHARS = 32_000
 #: Generation states: queued, then completed, failed or cancelled. ("running" was a state
 #: of earlier stores; start() turns any such row back into queued.)
 _IN_FLIGHT = ("queued", "running")
-_BATCH = 64  # per worker step: bounds how long one batch runs before stop() is seen
-#: How long stop() lets the batch in hand finish before cancelling the worker.
-STOP_GRACE_S = 10.0
 
 
-class DeliveryHooks(Protocol):
+class DeliveryHooks(FinishHooks, Protocol):
     """What the generation core needs from the webhooks part (``WebhookService``)."""
 
     async def select_target(self, body: Mapping[str, Any], key: KeyContext) -> Any: ...
@@ -79,10 +142,6 @@ class DeliveryHooks(Protocol):
     ) -> None: ...
 
     def binding_view(self, generation_id: str) -> dict[str, Any] | None: ...
-
-    def enqueue_events(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None: ...
-
-    def wake(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -218,17 +277,14 @@ class GenerationService:
         faults: Faults,
         authenticator: Authenticator,
         hooks: DeliveryHooks,
+        worker: GenerationWorker,
     ) -> None:
         self.store = store
         self.config = config
         self.faults = faults
         self.auth = authenticator
         self.hooks = hooks
-        self._heap: list[tuple[float, str]] = []
-        self._queued: set[str] = set()
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+        self.worker = worker
 
     # --- submit -----------------------------------------------------------------------
 
@@ -245,7 +301,7 @@ class GenerationService:
         over = spent + cost > tier.max_credits_per_day
         if self.config.choices.credit_cap == "refuse-at-cap":
             over = spent >= tier.max_credits_per_day
-        if over and not self.faults.on("credit-cap-not-enforced"):
+        if over and not self.faults.on(CREDIT_CAP_NOT_ENFORCED):
             refusal = rate_limited(
                 f"daily credit cap reached: {spent} of {tier.max_credits_per_day} credits "
                 f"spent today and this request costs {cost}; the cap resets at 00:00 UTC",
@@ -253,12 +309,12 @@ class GenerationService:
                 window=self.auth.limiter.window_state(key.key_id, tier),
                 faults=self.faults,
             )
-            if self.faults.on("credit-cap-without-retry-after"):
+            if self.faults.on(CREDIT_CAP_WITHOUT_RETRY_AFTER):
                 refusal.headers.pop("Retry-After", None)
-            if self.faults.on("credit-cap-429-bare"):
+            if self.faults.on(CREDIT_CAP_429_BARE):
                 for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"):
                     refusal.headers.pop(name, None)
-            if self.faults.on("credit-cap-refusal-charged"):
+            if self.faults.on(CREDIT_CAP_REFUSAL_CHARGED):
                 refusal.charge = cost  # type: ignore[attr-defined]  # spent by submit()
             raise refusal
         conn.execute(
@@ -277,7 +333,7 @@ class GenerationService:
             "SELECT COUNT(*) FROM generations WHERE account_id = ? AND status IN (?, ?)",
             (key.account_id, *_IN_FLIGHT),
         ).fetchone()
-        if in_flight >= tier.concurrent_limit and not self.faults.on("concurrency-not-enforced"):
+        if in_flight >= tier.concurrent_limit and not self.faults.on(CONCURRENCY_NOT_ENFORCED):
             if self.config.choices.concurrency == "queue":
                 # A slot frees when the limit-th latest generation in flight is done.
                 (frees_at,) = conn.execute(
@@ -307,25 +363,25 @@ class GenerationService:
             raise
 
     def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
-        """The submit body as a service with the body faults reads it (engineer FUZZ's
-        faults: each skips one stated check of spec §4's body tables)."""
-        if self.faults.on("blank-prompt-server-error") and body.get("prompt") == "":
+        """The submit body as a service with the body faults reads it (each of these faults
+        skips one stated check of spec §4's body tables)."""
+        if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
             raise ApiError(500, "internal error")  # bad input reaching a 5xx
         prompt = body.get("prompt")
         if operation.name == "images.generate":
-            if "prompt" not in body and self.faults.on("image-prompt-optional"):
+            if "prompt" not in body and self.faults.on(IMAGE_PROMPT_OPTIONAL):
                 return {**body, "prompt": "untitled"}
             if prompt is not None and not isinstance(prompt, str):
-                if self.faults.on("image-prompt-any-type"):
+                if self.faults.on(IMAGE_PROMPT_ANY_TYPE):
                     return {**body, "prompt": json.dumps(prompt)}
         if operation.name == "videos.generate":
-            if "prompt" not in body and self.faults.on("video-prompt-optional"):
+            if "prompt" not in body and self.faults.on(VIDEO_PROMPT_OPTIONAL):
                 body = {**body, "prompt": "untitled"}
             duration = body.get("duration")
             if "duration" in body and (
                 isinstance(duration, bool) or not isinstance(duration, int | float)
             ):
-                if self.faults.on("video-duration-any-type"):
+                if self.faults.on(VIDEO_DURATION_ANY_TYPE):
                     body = {k: v for k, v in body.items() if k != "duration"}
         return body
 
@@ -333,7 +389,7 @@ class GenerationService:
         key = await self.auth_key(request, operation.scope)
         tier = self.auth.tier_of(key)
         if operation.type not in tier.allowed_model_types and not self.faults.on(
-            "model-category-not-enforced"
+            MODEL_CATEGORY_NOT_ENFORCED
         ):
             # Spec §2 names allowed_model_types; the status for a category the tier lacks
             # is not shown: 403 (an interpretation, like a missing scope), or the choice's.
@@ -345,10 +401,10 @@ class GenerationService:
         with self._body_errors():
             body = await read_json_object(request)
         cost = self.auth.tiers.prices[operation.type]
-        if self.faults.on("credits-not-spent"):
+        if self.faults.on(CREDITS_NOT_SPENT):
             cost = 0
         day = utc_day()
-        early_spend = self.faults.on("credits-spent-before-validation")
+        early_spend = self.faults.on(CREDITS_SPENT_BEFORE_VALIDATION)
         if early_spend:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
@@ -361,7 +417,7 @@ class GenerationService:
                 await self.hooks.select_target(body, key) if operation.accepts_target else None
             )
         except ApiError as refused:
-            if refused.status == 400 and self.faults.on("credits-kept-on-bad-target"):
+            if refused.status == 400 and self.faults.on(CREDITS_KEPT_ON_BAD_TARGET):
                 with self.store.transaction() as conn:
                     self._spend(conn, key, cost, day)
             raise
@@ -384,7 +440,7 @@ class GenerationService:
                     self.hooks.record_binding(conn, generation_id, binding)
         except ApiError as refused:
             charge = getattr(refused, "charge", 0)
-            if charge:  # fault credit-cap-refusal-charged: the refused submit is billed
+            if charge:  # fault CREDIT_CAP_REFUSAL_CHARGED: the refused submit is billed
                 with self.store.transaction() as conn:
                     conn.execute(
                         "UPDATE credit_days SET credits = credits + ? "
@@ -395,7 +451,7 @@ class GenerationService:
         if binding is None and operation.type == "image":
             if self.config.choices.image_without_target == "sync":
                 return await self._run_now(generation_id, due_at, key)
-        self.schedule(generation_id, due_at)
+        self.worker.schedule(generation_id, due_at)
         answer: dict[str, Any] = {
             "id": generation_id,
             "object": "generation",
@@ -407,10 +463,10 @@ class GenerationService:
         }
         if self.config.choices.accepted_body == "id-only":
             answer = {"id": generation_id}
-        if self.faults.on("generation-id-missing"):
+        if self.faults.on(GENERATION_ID_MISSING):
             del answer["id"]
-        status = 200 if self.faults.on("status-200-instead-of-202") else 202
-        if operation.type == "video" and self.faults.on("video-status-200"):
+        status = 200 if self.faults.on(STATUS_200_INSTEAD_OF_202) else 202
+        if operation.type == "video" and self.faults.on(VIDEO_STATUS_200):
             status = 200
         return JSONResponse(answer, status_code=status)
 
@@ -419,7 +475,7 @@ class GenerationService:
         target is made during the request and answered 200 with the finished generation
         (spec §6 and §9 make images asynchronous only with a target)."""
         await asyncio.sleep(max(0.0, due_at - time.time()))
-        await run_db(self._process, [generation_id])
+        await self.worker.run_now(generation_id)
         rows = self.store.read("SELECT * FROM generations WHERE id = ?", (generation_id,))
         return JSONResponse(self._body(self.view(rows[0], key)))
 
@@ -448,7 +504,7 @@ class GenerationService:
             "prompt": row["prompt"],
             **{f: params[f] for f in sorted(params)},
             # Built from the current base_url: a restart on another port keeps links valid.
-            "output_url": self.output_url(row["output_name"]),
+            "output_url": self.worker.output_url(row["output_name"]),
             "error_message": row["error_message"],
             "credits_used": row["credits_used"],
             "created_at": row["created_at"],
@@ -457,7 +513,7 @@ class GenerationService:
             "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
             else None,
         }  # fmt: skip
-        if self.faults.on("signing-secret-on-v1"):
+        if self.faults.on(SIGNING_SECRET_ON_V1):
             record["signing_secret"] = key.signing_secret
         return record
 
@@ -468,7 +524,7 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows or self.faults.on("generation-read-404"):
+        if not rows or self.faults.on(GENERATION_READ_404):
             # Another account's generation is indistinguishable from an unknown one,
             # unless the choice foreign_resource_status says 403 for it.
             status = 404
@@ -476,173 +532,3 @@ class GenerationService:
                 status = self.config.choices.foreign_resource_status
             raise ApiError(status, f"no generation {generation_id!r} for this account")
         return JSONResponse(self._body(self.view(rows[0], key)))
-
-    # --- worker -----------------------------------------------------------------------
-
-    def output_name(self, generation_id: str, kind: str) -> str:
-        """Unguessable, deterministic file name (a re-run after a crash overwrites it)."""
-        digest = hmac.new(
-            self.config.master_secret.encode(), f"output:{generation_id}".encode(), hashlib.sha256
-        ).hexdigest()[:32]
-        return digest + media.EXTENSIONS[kind]
-
-    def output_url(self, name: str | None) -> str | None:
-        """The absolute URL of an output file (None when there is none)."""
-        return f"{self.config.base_url}/outputs/{name}" if name else None
-
-    def schedule(self, generation_id: str, due_at: float) -> None:
-        if generation_id in self._queued:
-            return
-        self._queued.add(generation_id)
-        heapq.heappush(self._heap, (due_at, generation_id))
-        self._wakeup.set()
-
-    async def start(self) -> None:
-        """Reload the durable queue (work cut short by a crash or stop runs again)."""
-        with self.store.transaction() as conn:
-            conn.execute("UPDATE generations SET status = 'queued' WHERE status = 'running'")
-        for row in self.store.read(
-            "SELECT id, due_at FROM generations WHERE status = 'queued' ORDER BY due_at"
-        ):
-            self.schedule(row["id"], row["due_at"])
-        self._stopping = False
-        self._task = asyncio.create_task(self._run(), name="generation-worker")
-
-    async def stop(self) -> None:
-        """Finish the batch in hand, then stop; queued rows stay queued for the next start.
-
-        Waits through ``asyncio.wait`` (which never cancels nor swallows a cancellation);
-        a worker stuck past the bound is cancelled, and ``run_db`` lets its batch finish
-        before it unwinds, so the store is never closed under a running batch.
-        """
-        self._stopping = True
-        self._wakeup.set()
-        task, self._task = self._task, None
-        if task is None:
-            return
-        _, stuck = await asyncio.wait([task], timeout=STOP_GRACE_S)
-        if stuck:
-            task.cancel()
-            _, stuck = await asyncio.wait([task], timeout=STOP_TIMEOUT_S)
-            if stuck:
-                log_event("worker_error", error="the generation worker did not stop")
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            log_event("worker_error", error=repr(task.exception()))
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            now = time.time()
-            due: list[str] = []
-            while self._heap and self._heap[0][0] <= now and len(due) < _BATCH:
-                _, generation_id = heapq.heappop(self._heap)
-                self._queued.discard(generation_id)
-                due.append(generation_id)
-            if due:
-                try:
-                    # In a worker thread: rendering and the commit stay off the event loop.
-                    await run_db(self._process, due)
-                except Exception as exc:  # a bad batch must not stop the worker
-                    log_event("worker_error", error=repr(exc), generations=len(due))
-                    for generation_id in due:  # retry the batch shortly
-                        self.schedule(generation_id, time.time() + 1.0)
-                continue
-            timeout = (self._heap[0][0] - now) if self._heap else 1.0
-            self._wakeup.clear()
-            await wait_event(self._wakeup, max(0.0, min(timeout, 1.0)))
-
-    def _process(self, generation_ids: Sequence[str]) -> None:
-        # Only this worker moves a generation out of 'queued', so a plain read is enough;
-        # the work and its result then land in one transaction (a crash in between leaves
-        # the generation queued, and the next start runs it again).
-        marks = ",".join("?" for _ in generation_ids)
-        rows = self.store.read(
-            f"SELECT * FROM generations WHERE id IN ({marks}) AND status = 'queued'",  # noqa: S608
-            list(generation_ids),
-        )
-        outcomes = [self._run_one(row) for row in rows]
-        notify = False
-        with self.store.transaction() as conn:
-            for row, (status, output, error) in zip(rows, outcomes, strict=True):
-                name = None
-                if output is not None:
-                    name = self.output_name(row["id"], row["type"])
-                    content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
-                    conn.execute(
-                        "INSERT OR REPLACE INTO outputs (name, content_type, data) "
-                        "VALUES (?, ?, ?)",
-                        (name, content_type, output),
-                    )
-                notify |= self._finish(conn, row, status, name, error)
-        if notify:
-            self.hooks.wake()
-
-    def _run_one(self, row: sqlite3.Row) -> tuple[str, bytes | None, str | None]:
-        """Do the work; returns (status, output file bytes, error message)."""
-        prompt: str = row["prompt"]
-        if CANCEL_MARK in prompt:
-            if self.config.choices.cancelled_error_message == "null":
-                return "cancelled", None, None
-            return "cancelled", None, "cancelled: the prompt asked for it ([sandbox:cancel])"
-        failing = FAIL_MARK in prompt
-        if failing and not self.faults.on("failure-output-url-set"):
-            return "failed", None, "generation failed: the prompt asked for it ([sandbox:fail])"
-        data = media.render(row["type"], row["id"], prompt, row["model"])
-        if failing:  # fault failure-output-url-set: a failure that looks like a success
-            return "failed", data, None
-        return "completed", data, None
-
-    def _finish(
-        self,
-        conn: sqlite3.Connection,
-        row: sqlite3.Row,
-        status: str,
-        name: str | None,
-        error: str | None,
-    ) -> bool:
-        credits = row["credits_used"]
-        refund = status in ("failed", "cancelled") and not (
-            status == "failed" and self.faults.on("failed-not-refunded")
-        )
-        if refund and credits:
-            conn.execute(
-                "UPDATE credit_days SET credits = MAX(0, credits - ?) "
-                "WHERE account_id = ? AND day = ?",
-                (credits, row["account_id"], row["credits_day"]),
-            )
-            # The choice failed_credits_used: 0 once refunded, or the price charged.
-            if self.config.choices.failed_credits_used == "zero":
-                credits = 0
-        output_url = self.output_url(name)
-        stamp = now_iso()
-        conn.execute(
-            "UPDATE generations SET status = ?, output_name = ?, output_url = ?, "
-            "error_message = ?, credits_used = ?, updated_at = ?, completed_at = ? WHERE id = ?",
-            (status, name, output_url, error, credits, stamp, stamp, row["id"]),
-        )
-        log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
-        if row["type"] not in ("image", "video"):
-            return False
-        self.hooks.enqueue_events(
-            conn,
-            {
-                "id": row["id"],
-                "account_id": row["account_id"],
-                "key_id": row["key_id"],
-                "type": row["type"],
-                "model": row["model"],
-                "status": status,
-                "output_url": output_url,
-                "error_message": error,
-                "credits_used": credits,
-            },
-        )
-        return True
-
-    # --- paths for the outputs --------------------------------------------------------
-
-    def output(self, name: str) -> tuple[bytes, str] | None:
-        """The file behind ``GET /outputs/{name}`` and its content type, if it exists."""
-        rows = self.store.read("SELECT content_type, data FROM outputs WHERE name = ?", (name,))
-        if not rows:
-            return None
-        return bytes(rows[0]["data"]), rows[0]["content_type"]

@@ -26,8 +26,8 @@ from genapi_spec import API_VERSION
 from reference import accounts
 from reference.auth import SCOPES, signing_secret_for
 from reference.config import Choices
-from reference.generations import CANCEL_MARK, FAIL_MARK
 from reference.store import Store
+from reference.worker import CANCEL_MARK, FAIL_MARK
 
 __all__ = ["ACCOUNTS", "provision"]
 

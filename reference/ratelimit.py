@@ -19,11 +19,43 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults
 from reference.store import Store
 from reference.tiers import Tier
 
 __all__ = ["RateLimiter", "WindowState", "rate_limited", "seconds_to_utc_midnight", "utc_day"]
+
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+MISSING_RETRY_AFTER = Fault(
+    "missing-retry-after", "RATE-HDR-01", "429 responses lack the Retry-After header"
+)
+RETRY_AFTER_HTTP_DATE = Fault(
+    "retry-after-http-date",
+    "RATE-HDR-02",
+    "429 responses give Retry-After as an HTTP-date instead of seconds",
+)
+RATE_LIMIT_HEADERS_MISSING = Fault(
+    "rate-limit-headers-missing", "RATE-HDR-03", "429 responses lack X-RateLimit-*"
+)
+RATELIMIT_RESET_MILLISECONDS = Fault(
+    "ratelimit-reset-milliseconds",
+    "RATE-HDR-05",
+    "X-RateLimit-Reset is a unix time in milliseconds",
+)
+RATE_LIMIT_NEVER_ENFORCED = Fault(
+    "rate-limit-never-enforced", "RATE-RPM-02", "the per-minute request limit is ignored"
+)
+ENFORCED_LIMIT_BELOW_REPORTED = Fault(
+    "enforced-limit-below-reported",
+    "RATE-RPM-01",
+    "the per-minute limit enforced is 5 below the tier record's requests_per_minute",
+)
+RATELIMIT_REMAINING_NOT_ZERO = Fault(
+    "ratelimit-remaining-not-zero",
+    "RATE-HDR-04",
+    "a rate-limit 429 gives X-RateLimit-Remaining as the whole limit instead of 0",
+)
+
 
 WINDOW_S = 60.0
 
@@ -59,15 +91,15 @@ def rate_limited(
 ) -> ApiError:
     """The 429 of spec §7: Retry-After (whole seconds, at least 1) and X-RateLimit-*."""
     headers: dict[str, str] = {}
-    if not faults.on("missing-retry-after"):
+    if not faults.on(MISSING_RETRY_AFTER):
         seconds = max(1, math.ceil(retry_after_s))
         headers["Retry-After"] = (
             email.utils.formatdate(time.time() + seconds, usegmt=True)
-            if faults.on("retry-after-http-date")
+            if faults.on(RETRY_AFTER_HTTP_DATE)
             else str(seconds)
         )
-    if not faults.on("rate-limit-headers-missing"):
-        reset = window.reset_unix * (1000 if faults.on("ratelimit-reset-milliseconds") else 1)
+    if not faults.on(RATE_LIMIT_HEADERS_MISSING):
+        reset = window.reset_unix * (1000 if faults.on(RATELIMIT_RESET_MILLISECONDS) else 1)
         headers["X-RateLimit-Limit"] = str(window.limit)
         headers["X-RateLimit-Remaining"] = str(window.remaining)
         headers["X-RateLimit-Reset"] = str(reset)
@@ -108,10 +140,10 @@ class RateLimiter:
         Returns where the key now stands in its minute window (the service also sends it
         as X-RateLimit-* headers on admitted /v1 requests), None when nothing is counted.
         """
-        if self._faults.on("rate-limit-never-enforced"):
+        if self._faults.on(RATE_LIMIT_NEVER_ENFORCED):
             return None
         enforced = tier.requests_per_minute
-        if self._faults.on("enforced-limit-below-reported"):
+        if self._faults.on(ENFORCED_LIMIT_BELOW_REPORTED):
             enforced = max(1, enforced - 5)
         now = time.monotonic()
         with self._lock:
@@ -122,7 +154,7 @@ class RateLimiter:
                 state = WindowState(
                     limit=tier.requests_per_minute,
                     remaining=tier.requests_per_minute
-                    if self._faults.on("ratelimit-remaining-not-zero")
+                    if self._faults.on(RATELIMIT_REMAINING_NOT_ZERO)
                     else 0,
                     reset_unix=math.ceil(time.time() + wait),
                 )

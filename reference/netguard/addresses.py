@@ -178,7 +178,7 @@ def classify(ip: IPAddress | str, allow_cidrs: Sequence[IPNetwork] = ()) -> Clas
     """Decide whether ``ip`` is a public address a callback may be delivered to.
 
     ``allow_cidrs`` is the test-mode allowlist: addresses inside it count as public (the
-    suite's receiver listens on loopback, DESIGN.md "the loopback rule"). An IPv4-mapped
+    suite's receiver listens on loopback, where all test traffic stays). An IPv4-mapped
     IPv6 address of an allowlisted IPv4 address is allowlisted too, since a socket
     connecting to it reaches that IPv4 address.
     """

@@ -1,6 +1,7 @@
 """The delivery client's transport: connect only to the validated address, only to loopback.
 
-Two walls stand between a callback URL and the network (DESIGN.md "Safety rules"):
+Two walls stand between a callback URL and the network (deliveries reach loopback only,
+unless the service is started with ``--egress any``):
 
 1. **Pinning.** Each request carries the address :class:`~reference.netguard.urls.CallbackPolicy`
    checked, in ``request.extensions["genapi.pinned_address"]``. The transport connects to

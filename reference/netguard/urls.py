@@ -6,7 +6,8 @@ The spec's rules: scheme http or https; the host must resolve, and to a public a
 silent are marked INTERPRETATION and mirrored by ``fixtures/callback_urls.yaml``):
 
 - The URL is parsed once, with httpx's parser: the same parser that sends the delivery,
-  so validator and sender cannot disagree on the host (FACTS: parser differentials).
+  so validator and sender cannot disagree on the host (two parsers that read one URL
+  differently are a known way past an SSRF check).
 - Length counts the characters (code points) of the string as submitted, fragment and
   all (INTERPRETATION).
 - Every resolved address must be public, not only one (INTERPRETATION: OWASP's webhook

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import httpx
 
 from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
+from reference.config import Config
+from reference.fault import Fault, Faults
 from reference.logs import log_event
 from reference.store import Store
 
@@ -33,7 +35,47 @@ from .envelopes import timestamp_now
 from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
-__all__ = ["DeliveryPolicy", "Dispatcher"]
+__all__ = ["DeliveryPolicy", "Dispatcher", "delivery_policy"]
+
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+NO_RETRY = Fault("no-retry", "DLV-RETRY-01", "a failed attempt is never retried")
+FOURTH_ATTEMPT = Fault(
+    "fourth-attempt", "DLV-EXHAUST-01", "a fourth automatic attempt follows the third"
+)
+BACKOFF_TOO_SHORT = Fault(
+    "backoff-too-short", "DLV-BACKOFF-01", "retries follow after 0.1 s instead of 1 s / 2 s"
+)
+TWO_ATTEMPTS = Fault(
+    "two-attempts", "DLV-ATTEMPTS-01", "a failing delivery gets 2 attempts instead of 3"
+)
+SECOND_BACKOFF_1S = Fault(
+    "second-backoff-1s",
+    "DLV-BACKOFF-02",
+    "the backoff before the third attempt is 1 s instead of 2 s",
+)
+TIMEOUT_TOO_LONG = Fault(
+    "timeout-too-long", "DLV-TIMEOUT-01", "the per-attempt timeout is 20 s instead of 10 s"
+)
+TIMEOUT_TOO_SHORT = Fault(
+    "timeout-too-short", "DLV-TIMEOUT-02", "the per-attempt timeout is 5 s instead of 10 s"
+)
+EXHAUSTED_RECORDED_FAILED = Fault(
+    "exhausted-recorded-failed",
+    "DLV-EXHAUST-02",
+    "a delivery whose third attempt failed is recorded failed instead of exhausted",
+)
+SUCCESS_RECORDED_FAILED = Fault(
+    "success-recorded-failed", "DLV-OK-02", "a delivery answered 2xx is recorded failed"
+)
+RETRY_AFTER_SUCCESS = Fault(
+    "retry-after-success", "DLV-OK-01", "a delivery whose first attempt got a 2xx is sent once more"
+)
+TIMEOUT_NOT_RETRIED = Fault(
+    "timeout-not-retried",
+    "DLV-RETRY-02",
+    "a timed-out attempt is not retried (the delivery ends exhausted)",
+)
+
 
 log = logging.getLogger("reference.webhooks")
 
@@ -67,6 +109,37 @@ class DeliveryPolicy:
         if not self.backoff_s:
             return 0.0
         return self.backoff_s[min(attempt - 1, len(self.backoff_s) - 1)]
+
+
+def delivery_policy(config: Config, faults: Faults) -> DeliveryPolicy:
+    """The configured attempts, backoff and timeout, as the active faults change them."""
+    max_attempts = config.max_attempts
+    backoff = tuple(config.retry_backoff_s)
+    if faults.on(NO_RETRY):
+        max_attempts = 1
+    if faults.on(FOURTH_ATTEMPT):
+        max_attempts += 1
+    if faults.on(BACKOFF_TOO_SHORT):
+        backoff = tuple(0.1 for _ in backoff)
+    if faults.on(TWO_ATTEMPTS):
+        max_attempts = 2
+    if faults.on(SECOND_BACKOFF_1S):
+        backoff = tuple(backoff[0] for _ in backoff)
+    timeout_s = config.delivery_timeout_s
+    if faults.on(TIMEOUT_TOO_LONG):
+        timeout_s *= 2
+    if faults.on(TIMEOUT_TOO_SHORT):
+        timeout_s /= 2
+    return DeliveryPolicy(
+        timeout_s=timeout_s,
+        timer_slack_s=config.delivery_timer_slack_s,
+        backoff_s=backoff,
+        max_attempts=max_attempts,
+        exhausted_outcome="failed" if faults.on(EXHAUSTED_RECORDED_FAILED) else "exhausted",
+        delivered_outcome="failed" if faults.on(SUCCESS_RECORDED_FAILED) else "delivered",
+        retry_first_success=faults.on(RETRY_AFTER_SUCCESS),
+        retry_timeouts=not faults.on(TIMEOUT_NOT_RETRIED),
+    )
 
 
 SecretLookup = Callable[[DeliveryRow], str]
@@ -129,7 +202,7 @@ class Dispatcher:
         self._running.clear()
 
     def wake(self) -> None:
-        """Look for due deliveries now (thread-safe; CORE calls it after a commit)."""
+        """Look for due deliveries now (thread-safe; called after a commit)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return

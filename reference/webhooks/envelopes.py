@@ -70,11 +70,11 @@ def timestamp_now(*, with_offset: bool = True, form: str = "offset-ms") -> str:
 
 
 def event_data(generation: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``data`` object of an envelope from CORE's generation record (spec §2).
+    """The ``data`` object of an envelope from the generation record (spec §2).
 
-    The values are copied as CORE recorded them (null output_url on failure, null
-    error_message on success, credits_used after any refund): the generation record is
-    CORE's, and the envelope must agree with what GET /v1/generations/{id} shows.
+    The values are copied as the generation core recorded them (null output_url on
+    failure, null error_message on success, credits_used after any refund): the envelope
+    must agree with what GET /v1/generations/{id} shows.
     """
     return {
         "generation_id": str(generation["id"]),

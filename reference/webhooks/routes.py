@@ -17,7 +17,7 @@ too / outcome and status_code only) and ``record_extras`` (a record's ``id``, ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -26,8 +26,7 @@ from starlette.routing import BaseRoute, Route
 from reference.auth import Authenticator, require_session
 from reference.bodies import read_json_object
 
-if TYPE_CHECKING:
-    from .service import WebhookService
+from .service import WebhookService
 
 __all__ = ["webhook_routes"]
 
@@ -63,7 +62,7 @@ def _minimal_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def webhook_routes(service: WebhookService) -> list[BaseRoute]:
     """Routes bound to one service instance."""
-    choices = service.config.choices
+    choices = service.choices
     variant_console = choices.console_webhook_payloads == "variant"
 
     def account(request: Request) -> str:

@@ -1,4 +1,4 @@
-"""The webhook side's tables; CORE passes ``SCHEMA_SQL`` to ``Store(extra_schema=...)``.
+"""The webhook side's tables; the app passes ``SCHEMA_SQL`` to ``Store(extra_schema=...)``.
 
 Durability (spec §3, §6 "at-least-once"): a delivery row is inserted in the same
 transaction that finishes the generation, and every attempt's result is committed

@@ -86,7 +86,7 @@ class SendOptions:
     mismatched_delivery_header: bool = False
     #: Changes each attempt's request before it is sent (delivery_faults.py; None: honest).
     per_attempt: Callable[[DeliveryRequest], DeliveryRequest] | None = None
-    #: Record a 200 without sending anything (fault ``delivered-without-sending``).
+    #: Record a 200 without sending anything (fault DELIVERED_WITHOUT_SENDING).
     pretend_sent: bool = False
     #: Which replied statuses count as success, under a success-rule fault (None: any 2xx).
     counts_as_success: Callable[[int], bool] | None = None

@@ -1,12 +1,12 @@
 """Faults of the callback URL rules and target selection (spec §2, §4), one rule each.
 
 The suite's URL and target checks (``conformance/checks/test_url_*.py``,
-``test_target_*.py``) must catch each of these (``reference/faults.py`` registers them
-with the requirement id each one breaks). A *waiver* accepts a URL that netguard refused
-for one rule only, as a service that forgot that rule would: it then connects where the
-URL points (the egress guard still keeps every connection on loopback). A *refusal*
-refuses a URL netguard accepted. With no fault of this module on, :func:`active` is one
-set intersection and nothing else here runs.
+``test_target_*.py``) must catch each of these; each names the requirement id it breaks.
+A *waiver* accepts a URL that netguard refused for one rule only, as a service that
+forgot that rule would: it then connects where the URL points (the egress guard still
+keeps every connection on loopback). A *refusal* refuses a URL netguard accepted. With
+no fault switched on, :func:`active` is one test of an empty set and nothing else here
+runs.
 """
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ import httpx
 
 from reference.aio import run_db
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Fault, Faults, declared_in
 from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, ValidatedTarget
 from reference.netguard.urls import parse_ipv4_host
 
+from .attempts import Attempts
 from .envelopes import timestamp_now
+from .records import DeliveryRow
+from .sender import AttemptResult
 
 __all__ = [
-    "NAMES",
+    "DECLARED",
     "active",
     "listed_events",
     "on_refused_redeliver",
@@ -37,6 +40,192 @@ __all__ = [
     "skips_loser",
     "validate",
 ]
+
+# Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
+CALLBACK_SCHEME_UNCHECKED = Fault(
+    "callback-scheme-unchecked", "URL-SCHEME-03", "callback URLs of any scheme pass"
+)
+CALLBACK_UNRESOLVABLE_ACCEPTED = Fault(
+    "callback-unresolvable-accepted",
+    "URL-RESOLVE-01",
+    "a callback host name that does not resolve is accepted",
+)
+CALLBACK_NAME_ADDRESS_UNCHECKED = Fault(
+    "callback-name-address-unchecked",
+    "URL-RESOLVE-02",
+    "the addresses a callback host name resolves to are not checked (literals are)",
+)
+CALLBACK_HOSTLESS_ACCEPTED = Fault(
+    "callback-hostless-accepted", "URL-RESOLVE-07", "a URL without a host is accepted"
+)
+CALLBACK_LOOPBACK_ACCEPTED = Fault(
+    "callback-loopback-accepted",
+    "URL-LOOP-01",
+    "dotted IPv4 loopback hosts (127.0.0.0/8) are accepted",
+)
+CALLBACK_IPV6_LOOPBACK_ACCEPTED = Fault(
+    "callback-ipv6-loopback-accepted", "URL-LOOP-02", "the [::1] host is accepted"
+)
+CALLBACK_IPV4_SPELLING_UNCHECKED = Fault(
+    "callback-ipv4-spelling-unchecked",
+    "URL-LOOP-03",
+    "numeric spellings of loopback (127.2, 2130706434, 0x7f000002) are accepted",
+)
+CALLBACK_PRIVATE_172_ACCEPTED = Fault(
+    "callback-private-172-accepted", "URL-PRIV-02", "172.16.0.0/12 hosts are accepted"
+)
+CALLBACK_PRIVATE_192_ACCEPTED = Fault(
+    "callback-private-192-accepted", "URL-PRIV-03", "192.168.0.0/16 hosts are accepted"
+)
+CALLBACK_SHARED_SPACE_ACCEPTED = Fault(
+    "callback-shared-space-accepted",
+    "URL-PRIV-04",
+    "100.64.0.0/10 hosts (with the metadata address 100.100.100.200) are accepted",
+)
+CALLBACK_UNIQUE_LOCAL_ACCEPTED = Fault(
+    "callback-unique-local-accepted", "URL-PRIV-05", "fc00::/7 hosts are accepted"
+)
+CALLBACK_LINK_LOCAL_ACCEPTED = Fault(
+    "callback-link-local-accepted", "URL-LINK-01", "169.254.0.0/16 hosts are accepted"
+)
+CALLBACK_METADATA_ACCEPTED = Fault(
+    "callback-metadata-accepted", "URL-LINK-02", "the metadata host 169.254.169.254 passes"
+)
+CALLBACK_IPV6_LINK_LOCAL_ACCEPTED = Fault(
+    "callback-ipv6-link-local-accepted", "URL-LINK-03", "fe80::/10 hosts are accepted"
+)
+CALLBACK_IPV6_METADATA_ACCEPTED = Fault(
+    "callback-ipv6-metadata-accepted", "URL-LINK-04", "[fd00:ec2::254] is accepted"
+)
+CALLBACK_MAPPED_UNCHECKED = Fault(
+    "callback-mapped-unchecked", "URL-MAPPED-01", "IPv4-mapped IPv6 hosts are accepted"
+)
+CALLBACK_UNSPECIFIED_ACCEPTED = Fault(
+    "callback-unspecified-accepted",
+    "URL-UNSPEC-01",
+    "0.0.0.0/8 hosts (0.0.0.0 included) are accepted",
+)
+CALLBACK_IPV6_UNSPECIFIED_ACCEPTED = Fault(
+    "callback-ipv6-unspecified-accepted", "URL-UNSPEC-02", "the [::] host is accepted"
+)
+CALLBACK_IPV4_SPECIAL_ACCEPTED = Fault(
+    "callback-ipv4-special-accepted",
+    "URL-IANA-01",
+    "IPv4 documentation, benchmarking, IETF, reserved and broadcast hosts are accepted",
+)
+CALLBACK_IPV6_SPECIAL_ACCEPTED = Fault(
+    "callback-ipv6-special-accepted",
+    "URL-IANA-02",
+    "IPv6 documentation, discard-only, benchmarking, IETF and SRv6 hosts are accepted",
+)
+CALLBACK_LENGTH_UNCHECKED = Fault(
+    "callback-length-unchecked", "URL-LEN-02", "callback URLs over 2048 characters pass"
+)
+WEBHOOK_URL_UNCHECKED = Fault(
+    "webhook-url-unchecked",
+    "TARGET-BIND-03",
+    "webhook.url is not held to the callback URL rules (callback_url still is)",
+)
+CALLBACK_URL_REPAIRED = Fault(
+    "callback-url-repaired", "URL-FORM-03", "http:/host (one slash) is accepted"
+)
+CALLBACK_WHITESPACE_STRIPPED = Fault(
+    "callback-whitespace-stripped", "URL-FORM-04", "whitespace and control characters pass"
+)
+CALLBACK_PARSER_LENIENT = Fault(
+    "callback-parser-lenient",
+    "URL-FORM-05",
+    "backslashes, malformed IPv4 and percent-encoded hosts pass",
+)
+CALLBACK_UNICODE_HOST_UNCHECKED = Fault(
+    "callback-unicode-host-unchecked", "URL-FORM-06", "hosts with non-ASCII characters pass"
+)
+CALLBACK_PORT_UNCHECKED = Fault(
+    "callback-port-unchecked", "URL-FORM-02", "port 0 and ports over 65535 pass"
+)
+CALLBACK_MULTICAST_ACCEPTED = Fault(
+    "callback-multicast-accepted", "URL-MCAST-01", "multicast callback hosts pass"
+)
+CALLBACK_DEPRECATED_RANGE_ACCEPTED = Fault(
+    "callback-deprecated-range-accepted", "URL-DEPR-01", "fec0::/10, 192.88.99.0/24 pass"
+)
+CALLBACK_EMBEDDED_IPV4_UNCHECKED = Fault(
+    "callback-embedded-ipv4-unchecked",
+    "URL-MAPPED-02",
+    "IPv4-compatible, SIIT, NAT64, 6to4 and Teredo forms of private IPv4 pass",
+)
+CALLBACK_ANY_PUBLIC_ADDRESS = Fault(
+    "callback-any-public-address",
+    "URL-RESOLVE-03",
+    "a callback name passes when one of its addresses is public",
+)
+REGISTERED_URL_UNCHECKED = Fault(
+    "registered-url-unchecked",
+    "HOOK-URL-01",
+    "POST /api/webhooks registers any URL (the callback URL rules are not applied)",
+)
+CALLBACK_FRAGMENT_NOT_COUNTED = Fault(
+    "callback-fragment-not-counted", "URL-LEN-03", "the fragment is not counted to 2048"
+)
+CALLBACK_LIMIT_2047 = Fault(
+    "callback-limit-2047", "URL-LEN-01", "callback URLs of 2048 characters are refused"
+)
+CALLBACK_HTTP_REFUSED = Fault(
+    "callback-http-refused", "URL-SCHEME-01", "http callback URLs are refused"
+)
+CALLBACK_HTTPS_REFUSED = Fault(
+    "callback-https-refused", "URL-SCHEME-02", "https callback URLs are refused"
+)
+CALLBACK_SCHEME_CASE_SENSITIVE = Fault(
+    "callback-scheme-case-sensitive", "URL-SCHEME-04", "HTTP:// (upper case) is refused"
+)
+REGISTERED_WEBHOOK_IGNORED = Fault(
+    "registered-webhook-ignored", "TARGET-BIND-01", "webhook.id binds no target"
+)
+WEBHOOK_URL_IGNORED = Fault("webhook-url-ignored", "TARGET-BIND-02", "webhook.url binds no target")
+CALLBACK_URL_IGNORED = Fault(
+    "callback-url-ignored", "TARGET-ORDER-03", "a callback_url binds no target"
+)
+PRECEDENCE_CALLBACK_OVER_URL = Fault(
+    "precedence-callback-over-url",
+    "TARGET-ORDER-02",
+    "callback_url wins over webhook.url (webhook.id still first)",
+)
+REDELIVER_SENDS_BEFORE_CHECKING = Fault(
+    "redeliver-sends-before-checking",
+    "REDLV-VALIDATE-01",
+    "redeliver posts to where the target resolves now, then validates (and answers 400)",
+)
+REDELIVER_REFUSAL_SENDS_TO_PINNED = Fault(
+    "redeliver-refusal-sends-to-pinned",
+    "REDLV-REBIND-02",
+    "a redeliver refused for a now-private target still posts to the submit-time address",
+)
+REDELIVER_REFUSAL_RECORDED = Fault(
+    "redeliver-refusal-recorded",
+    "REDLV-REBIND-03",
+    "a redeliver refused for a now-private target records a failed attempt",
+)
+BAD_TARGET_422 = Fault(
+    "bad-target-422", "TARGET-URL-01", "a callback target failing validation gets 422"
+)
+LOSING_CALLBACK_UNCHECKED = Fault(
+    "losing-callback-unchecked",
+    "TARGET-ORDER-05",
+    "a callback_url that loses to webhook.id or webhook.url is not validated",
+)
+CALLBACK_NON_STRING_ACCEPTED = Fault(
+    "callback-non-string-accepted",
+    "URL-FORM-07",
+    "a callback_url that is not a string is accepted (as its text, unvalidated)",
+)
+LISTED_EVENTS_DROPPED = Fault(
+    "listed-events-dropped",
+    "TARGET-BIND-04",
+    "a binding that lists its events receives none of them",
+)
+#: Every fault above (what :func:`active` asks about).
+DECLARED: Final = declared_in(globals())
 
 
 @dataclass(frozen=True)
@@ -81,75 +270,73 @@ _FORM_RULES: Final = frozenset(
     | {"zone-id", "host-syntax", "invalid-ip", "unresolvable"}
 )
 
-#: Waivers: fault name → the refusals it lets through (spec §4 callback URL rules).
-_WAIVERS: Final[Mapping[str, Callable[[_Seen], bool]]] = MappingProxyType(
+#: Waivers: fault → the refusals it lets through (spec §4 callback URL rules).
+_WAIVERS: Final[Mapping[Fault, Callable[[_Seen], bool]]] = MappingProxyType(
     {
-        "callback-scheme-unchecked": lambda s: s.rule == "scheme",
-        "callback-unresolvable-accepted": lambda s: s.rule == "unresolvable",
-        "callback-name-address-unchecked": lambda s: s.name and s.rule not in _FORM_RULES,
-        "callback-hostless-accepted": lambda s: s.rule == "host-missing",
-        "callback-loopback-accepted": lambda s: s.rule == "loopback" and s.v4 and not s.spelled,
-        "callback-ipv6-loopback-accepted": lambda s: s.rule == "loopback" and s.v6,
-        "callback-ipv4-spelling-unchecked": lambda s: s.rule == "loopback" and s.spelled,
-        "callback-private-172-accepted": lambda s: s.rule == "private-172.16/12",
-        "callback-private-192-accepted": lambda s: s.rule == "private-192.168/16",
-        "callback-shared-space-accepted": lambda s: (
+        CALLBACK_SCHEME_UNCHECKED: lambda s: s.rule == "scheme",
+        CALLBACK_UNRESOLVABLE_ACCEPTED: lambda s: s.rule == "unresolvable",
+        CALLBACK_NAME_ADDRESS_UNCHECKED: lambda s: s.name and s.rule not in _FORM_RULES,
+        CALLBACK_HOSTLESS_ACCEPTED: lambda s: s.rule == "host-missing",
+        CALLBACK_LOOPBACK_ACCEPTED: lambda s: s.rule == "loopback" and s.v4 and not s.spelled,
+        CALLBACK_IPV6_LOOPBACK_ACCEPTED: lambda s: s.rule == "loopback" and s.v6,
+        CALLBACK_IPV4_SPELLING_UNCHECKED: lambda s: s.rule == "loopback" and s.spelled,
+        CALLBACK_PRIVATE_172_ACCEPTED: lambda s: s.rule == "private-172.16/12",
+        CALLBACK_PRIVATE_192_ACCEPTED: lambda s: s.rule == "private-192.168/16",
+        CALLBACK_SHARED_SPACE_ACCEPTED: lambda s: (
             s.v4 and s.address in _SHARED_V4 and s.rule in ("cgnat", "metadata")
         ),
-        "callback-unique-local-accepted": lambda s: s.rule == "unique-local",
-        "callback-link-local-accepted": lambda s: s.rule == "link-local" and s.v4,
-        "callback-metadata-accepted": lambda s: (
+        CALLBACK_UNIQUE_LOCAL_ACCEPTED: lambda s: s.rule == "unique-local",
+        CALLBACK_LINK_LOCAL_ACCEPTED: lambda s: s.rule == "link-local" and s.v4,
+        CALLBACK_METADATA_ACCEPTED: lambda s: (
             s.rule == "metadata" and s.v4 and s.address in _LINK_LOCAL_V4
         ),
-        "callback-ipv6-link-local-accepted": lambda s: (
+        CALLBACK_IPV6_LINK_LOCAL_ACCEPTED: lambda s: (
             (s.rule == "link-local" and s.v6) or s.rule == "zone-id"
         ),
-        "callback-ipv6-metadata-accepted": lambda s: s.rule == "metadata" and s.v6,
-        "callback-mapped-unchecked": lambda s: s.rule == "ipv4-mapped",
-        "callback-unspecified-accepted": lambda s: (
-            s.v4 and s.rule in ("unspecified", "this-network")
-        ),
-        "callback-ipv6-unspecified-accepted": lambda s: s.rule == "unspecified" and s.v6,
-        "callback-ipv4-special-accepted": lambda s: s.v4 and s.rule in _IANA_V4_RULES,
-        "callback-ipv6-special-accepted": lambda s: s.v6 and s.rule in _IANA_V6_RULES,
-        "callback-length-unchecked": lambda s: s.rule == "length",
-        "webhook-url-unchecked": lambda s: s.where == "webhook.url",
+        CALLBACK_IPV6_METADATA_ACCEPTED: lambda s: s.rule == "metadata" and s.v6,
+        CALLBACK_MAPPED_UNCHECKED: lambda s: s.rule == "ipv4-mapped",
+        CALLBACK_UNSPECIFIED_ACCEPTED: lambda s: s.v4 and s.rule in ("unspecified", "this-network"),
+        CALLBACK_IPV6_UNSPECIFIED_ACCEPTED: lambda s: s.rule == "unspecified" and s.v6,
+        CALLBACK_IPV4_SPECIAL_ACCEPTED: lambda s: s.v4 and s.rule in _IANA_V4_RULES,
+        CALLBACK_IPV6_SPECIAL_ACCEPTED: lambda s: s.v6 and s.rule in _IANA_V6_RULES,
+        CALLBACK_LENGTH_UNCHECKED: lambda s: s.rule == "length",
+        WEBHOOK_URL_UNCHECKED: lambda s: s.where == "webhook.url",
         # Interpretations (the suite warns): forms and ranges the spec does not name.
-        "callback-url-repaired": lambda s: (
+        CALLBACK_URL_REPAIRED: lambda s: (
             s.rule == "host-missing" and _ONE_SLASH.match(s.url) is not None
         ),
-        "callback-whitespace-stripped": lambda s: s.rule == "characters",
-        "callback-parser-lenient": lambda s: (
+        CALLBACK_WHITESPACE_STRIPPED: lambda s: s.rule == "characters",
+        CALLBACK_PARSER_LENIENT: lambda s: (
             s.rule in ("backslash", "invalid-ip", "syntax")
             or (s.rule == "host-syntax" and "%" in s.url.split("//", 1)[-1].split("/", 1)[0])
         ),
-        "callback-unicode-host-unchecked": lambda s: (
+        CALLBACK_UNICODE_HOST_UNCHECKED: lambda s: (
             not s.url.split("//", 1)[-1].split("/", 1)[0].isascii()
         ),
-        "callback-port-unchecked": lambda s: s.rule == "port",
-        "callback-multicast-accepted": lambda s: s.rule == "multicast",
-        "callback-deprecated-range-accepted": lambda s: (
+        CALLBACK_PORT_UNCHECKED: lambda s: s.rule == "port",
+        CALLBACK_MULTICAST_ACCEPTED: lambda s: s.rule == "multicast",
+        CALLBACK_DEPRECATED_RANGE_ACCEPTED: lambda s: (
             s.rule == "site-local"
             or (s.rule == "reserved" and s.v4 and s.address in _RELAY_ANYCAST)
         ),
-        "callback-embedded-ipv4-unchecked": lambda s: s.rule in _TRANSLATED_RULES,
-        "callback-any-public-address": lambda s: s.name and " resolves to " in s.reason,
-        "registered-url-unchecked": lambda s: s.where == "url",
-        "callback-fragment-not-counted": lambda s: (
+        CALLBACK_EMBEDDED_IPV4_UNCHECKED: lambda s: s.rule in _TRANSLATED_RULES,
+        CALLBACK_ANY_PUBLIC_ADDRESS: lambda s: s.name and " resolves to " in s.reason,
+        REGISTERED_URL_UNCHECKED: lambda s: s.where == "url",
+        CALLBACK_FRAGMENT_NOT_COUNTED: lambda s: (
             s.rule == "length" and len(s.url.split("#", 1)[0]) <= 2048
         ),
     }
 )
 
-#: Refusals: fault name → why an accepted target is refused (None: not refused).
-_REFUSALS: Final[Mapping[str, Callable[[ValidatedTarget], str | None]]] = MappingProxyType(
+#: Refusals: fault → why an accepted target is refused (None: not refused).
+_REFUSALS: Final[Mapping[Fault, Callable[[ValidatedTarget], str | None]]] = MappingProxyType(
     {
-        "callback-limit-2047": lambda t: (
+        CALLBACK_LIMIT_2047: lambda t: (
             "longer than 2047 characters" if len(t.url) >= 2048 else None
         ),
-        "callback-http-refused": lambda t: "http is not allowed" if t.scheme == "http" else None,
-        "callback-https-refused": lambda t: "https is not allowed" if t.scheme == "https" else None,
-        "callback-scheme-case-sensitive": lambda t: (
+        CALLBACK_HTTP_REFUSED: lambda t: "http is not allowed" if t.scheme == "http" else None,
+        CALLBACK_HTTPS_REFUSED: lambda t: "https is not allowed" if t.scheme == "https" else None,
+        CALLBACK_SCHEME_CASE_SENSITIVE: lambda t: (
             "the scheme must be lower case"
             if t.url.split(":", 1)[0] not in ("http", "https")
             else None
@@ -157,57 +344,33 @@ _REFUSALS: Final[Mapping[str, Callable[[ValidatedTarget], str | None]]] = Mappin
     }
 )
 
-#: Target selection (spec §4 rule 1): fault name → the candidate it drops or demotes.
+#: Target selection (spec §4 rule 1): fault → the candidate it drops or demotes.
 _ORDER_FAULTS: Final = MappingProxyType(
     {
-        "registered-webhook-ignored": "drop id",
-        "webhook-url-ignored": "drop url",
-        "callback-url-ignored": "drop callback",
-        "precedence-callback-over-url": "swap url callback",
+        REGISTERED_WEBHOOK_IGNORED: "drop id",
+        WEBHOOK_URL_IGNORED: "drop url",
+        CALLBACK_URL_IGNORED: "drop callback",
+        PRECEDENCE_CALLBACK_OVER_URL: "swap url callback",
     }
-)
-
-#: Redeliver to a target that now fails validation (spec §3): what a fault does anyway
-#: before the 400.
-_REDELIVER_FAULTS: Final = MappingProxyType(
-    {
-        "redeliver-sends-before-checking": "send to the new address",
-        "redeliver-refusal-sends-to-pinned": "send to the address pinned at submit",
-        "redeliver-refusal-recorded": "record a failed attempt",
-    }
-)
-
-#: Every fault name this module implements (``unknown-webhook-id-400``,
-#: ``foreign-webhook-id-accepted`` and ``inline-mode-mislabelled`` are asked for in
-#: service.py; ``bad-target-422`` here).
-NAMES: Final = (
-    frozenset(_WAIVERS)
-    | frozenset(_REFUSALS)
-    | frozenset(_ORDER_FAULTS)
-    | {"bad-target-422", "unknown-webhook-id-400", "foreign-webhook-id-accepted"}
-    | {"inline-mode-mislabelled"}
-    | frozenset(_REDELIVER_FAULTS)
-    | {"losing-callback-unchecked", "webhook-without-target-accepted"}
-    | {"callback-non-string-accepted", "listed-events-dropped"}
 )
 
 
 def listed_events(faults: Faults, events: tuple[str, ...]) -> tuple[str, ...]:
     """The events a binding subscribes to; under its fault a listed set subscribes to none
     (a placeholder name no event has, so the defaults do not apply either)."""
-    return ("(dropped)",) if "listed-events-dropped" in faults.enabled else events
+    return ("(dropped)",) if faults.on(LISTED_EVENTS_DROPPED) else events
 
 
 def skips_loser(faults: Faults, candidates: Mapping[str, Any]) -> bool:
     """Whether a callback_url that loses the order (another target won) goes unvalidated."""
-    return "losing-callback-unchecked" in faults.enabled and bool(candidates)
+    return faults.on(LOSING_CALLBACK_UNCHECKED) and bool(candidates)
 
 
 def order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
     """The resolution order (``id``, ``url``, ``callback``) with the active faults applied."""
     found = list(kinds)
-    for name, change in _ORDER_FAULTS.items():
-        if name not in faults.enabled:
+    for fault, change in _ORDER_FAULTS.items():
+        if not faults.on(fault):
             continue
         verb, *what = change.split()
         if verb == "drop" and what[0] in found:
@@ -220,7 +383,7 @@ def order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
 
 def active(faults: Faults) -> bool:
     """Whether any fault of this module is on (the cheap test before :func:`validate`)."""
-    return bool(faults.enabled & NAMES)
+    return faults.any_on(DECLARED)
 
 
 def _address(host: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address | None, bool]:
@@ -269,50 +432,40 @@ async def validate(
     policy: CallbackPolicy, faults: Faults, url: Any, *, where: str
 ) -> ValidatedTarget:
     """netguard's validation, with the active faults of this module applied."""
-    if (
-        not isinstance(url, str)
-        and url is not None
-        and "callback-non-string-accepted" in (faults.enabled)
-    ):
+    if not isinstance(url, str) and url is not None and faults.on(CALLBACK_NON_STRING_ACCEPTED):
         return await _unchecked(policy, str(url), where)
     try:
         target = await policy.validate(url)
     except CallbackRejected as rejected:
         if isinstance(url, str):
             seen = _seen(rejected, url, where)
-            on = faults.enabled
-            if any(name in on and waive(seen) for name, waive in _WAIVERS.items()):
+            if any(faults.on(fault) and waive(seen) for fault, waive in _WAIVERS.items()):
                 return await _unchecked(policy, url, where)
-        status = 422 if "bad-target-422" in faults.enabled else 400
+        status = 422 if faults.on(BAD_TARGET_422) else 400
         raise ApiError(status, f"{where} is not an allowed callback target: {rejected}") from None
-    for name, refuse in _REFUSALS.items():
-        why = refuse(target) if name in faults.enabled else None
+    for fault, refuse in _REFUSALS.items():
+        why = refuse(target) if faults.on(fault) else None
         if why is not None:
             raise ApiError(400, f"{where} is not an allowed callback target: {why}")
     return target
 
 
-async def on_refused_redeliver(service: Any, row: Any, reason: str) -> None:
-    """What the redeliver faults do before the 400 of a target that now fails (spec §3).
-
-    ``service`` is the WebhookService, ``row`` the DeliveryRow (typed loosely: this
-    module is imported by the service).
-    """
-    on = service.faults.enabled
+async def on_refused_redeliver(
+    faults: Faults, policy: CallbackPolicy, attempts: Attempts, row: DeliveryRow, reason: str
+) -> None:
+    """What the redeliver faults do before the 400 of a target that now fails (spec §3)."""
     address: str | None = None
-    if "redeliver-sends-before-checking" in on:
-        address = (await _unchecked(service.policy, row.target_url, "target")).address
-    elif "redeliver-refusal-sends-to-pinned" in on:
+    if faults.on(REDELIVER_SENDS_BEFORE_CHECKING):
+        address = (await _unchecked(policy, row.target_url, "target")).address
+    elif faults.on(REDELIVER_REFUSAL_SENDS_TO_PINNED):
         address = row.address
     if address is not None:
         generation_id = row.generation_id or "unknown"
-        await service._manual_attempt(
+        await attempts.manual(
             row, address=address, generation_id=generation_id, trigger="redeliver"
         )
-    elif "redeliver-refusal-recorded" in on:
-        from .sender import AttemptResult  # the service imports this module first
-
+    elif faults.on(REDELIVER_REFUSAL_RECORDED):
         refused = AttemptResult(
             n=row.attempt_count + 1, at=timestamp_now(), status=0, ms=0, error=f"refused: {reason}"
         )
-        await run_db(service._record_manual, row.id, refused, "redeliver", "failed")
+        await run_db(attempts.record_manual, row.id, refused, "redeliver", "failed")

@@ -1,4 +1,5 @@
-"""The fault registry: every id is in the catalog, every core fault changes behaviour.
+"""The fault registry: every declared fault is registered and acted on, names and ids are
+unique, every id is in the catalog, and every core fault changes behaviour.
 
 Each probe below checks one rule against a running service and returns whether it holds.
 An honest service must pass every probe; the service started with the probe's fault must
@@ -7,19 +8,28 @@ fail it. (Webhook faults are probed in ``tests/reference/webhooks/``.)
 
 from __future__ import annotations
 
+import ast
+import importlib
+import pkgutil
+import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import jwt
 import pytest
 import yaml
 from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_status
 
-from reference.faults import FAULTS, Faults, UnknownFault
+import reference
+from reference.fault import Fault, Faults, declared_in
+from reference.faults import DECLARING_MODULES, FAULTS, UnknownFault, known
 from reference.tiers import load_tiers
 
 CATALOG = Path(__file__).resolve().parents[2] / "conformance" / "requirements.yaml"
+PACKAGE = Path(reference.__file__).resolve().parent
 LOW = load_tiers().get("low-limit")
 Probe = Callable[[RunningReference], bool]
 
@@ -244,10 +254,69 @@ def catalog_ids() -> set[str]:
     return {entry["id"] for entry in document["requirements"]}
 
 
+def reference_modules() -> list[ModuleType]:
+    """Every module of the reference package (``__main__`` aside: it runs the service)."""
+    names = [m.name for m in pkgutil.walk_packages([str(PACKAGE)], "reference.")]
+    return [importlib.import_module(n) for n in names if n != "reference.__main__"]
+
+
+def declared_faults() -> dict[str, Fault]:
+    """Every ``Fault`` constant of the package, by the name it is bound to."""
+    found: dict[str, Fault] = {}
+    for module in reference_modules():
+        for identifier, value in vars(module).items():
+            if isinstance(value, Fault):
+                assert found.setdefault(identifier, value) is value, identifier
+    return found
+
+
+def source_texts() -> dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8") for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_declared_fault_is_registered() -> None:
+    registered = set(FAULTS.values())
+    unregistered = {n for n, f in declared_faults().items() if f not in registered}
+    assert not unregistered, "declared in a module missing from DECLARING_MODULES"
+    assert len({f.name for f in declared_faults().values()}) == len(FAULTS)
+
+
+def test_fault_names_and_ids_are_unique() -> None:
+    faults = list(FAULTS.values())
+    assert len({f.name for f in faults}) == len(faults)
+    assert len({f.requirement_id for f in faults}) == len(faults)
+    assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", f.name) for f in faults)
+
+
 def test_every_fault_names_a_catalogued_requirement() -> None:
     ids = catalog_ids()
     unknown = {f.name: f.requirement_id for f in FAULTS.values() if f.requirement_id not in ids}
     assert not unknown
+
+
+def test_every_fault_is_acted_on() -> None:
+    """Each fault's constant is read somewhere in the package besides its declaration."""
+    read: set[str] = set()
+    for text in source_texts().values():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                read.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                read.add(node.attr)
+    unread = sorted(f.name for identifier, f in declared_faults().items() if identifier not in read)
+    assert not unread
+
+
+def test_every_fault_name_is_typed_once() -> None:
+    """The name string stands in the declaration only; code asks with the constant."""
+    hyphenated = re.compile(r"(?<![\w-])[a-z0-9]+(?:-[a-z0-9]+)+(?![\w-])")
+    spelled = Counter(word for text in source_texts().values() for word in hyphenated.findall(text))
+    assert {name: spelled[name] for name in FAULTS if spelled[name] != 1} == {}
+
+
+def test_the_registry_reads_exactly_the_declaring_modules() -> None:
+    declaring = {m.__name__ for m in reference_modules() if declared_in(vars(m))}
+    assert {m.__name__ for m in DECLARING_MODULES} == declaring
 
 
 def test_every_probed_fault_is_registered() -> None:
@@ -256,9 +325,10 @@ def test_every_probed_fault_is_registered() -> None:
 
 def test_unknown_fault_names_are_refused() -> None:
     with pytest.raises(UnknownFault, match="no-such"):
-        Faults(frozenset({"no-such"}))
-    with pytest.raises(UnknownFault):
-        Faults().on("no-such")
+        known({"no-such", "key-prefix-wrong"})
+    assert known(["key-prefix-wrong"]) == {"key-prefix-wrong"}
+    assert not Faults().any_on(FAULTS.values())
+    assert Faults(frozenset({"key-prefix-wrong"})).on(FAULTS["key-prefix-wrong"])
 
 
 @pytest.mark.parametrize("fault", sorted(PROBES))

@@ -10,7 +10,7 @@ import pytest
 from running_reference import ReferenceFactory, bearer, wait_for_status
 
 from reference.errors import ApiError
-from reference.faults import Faults
+from reference.fault import Faults
 from reference.ratelimit import RateLimiter, seconds_to_utc_midnight
 from reference.store import Store
 from reference.tiers import Tier, load_tiers

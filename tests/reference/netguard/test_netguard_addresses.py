@@ -172,7 +172,8 @@ def test_tables_are_loaded_once() -> None:
 
 
 def test_the_package_never_asks_ipaddress_for_a_verdict() -> None:
-    """FACTS: ipaddress's is_private/is_global verdicts are incomplete and unstable."""
+    """ipaddress's is_private/is_global verdicts are incomplete and change between Python
+    versions; the package decides from the IANA special-purpose tables instead."""
     forbidden = {
         "is_private",
         "is_global",

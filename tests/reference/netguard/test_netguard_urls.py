@@ -95,7 +95,7 @@ def test_vector_file_covers_both_verdicts_and_the_length_boundary() -> None:
         ("0x7f000001", "127.0.0.1"),
         ("0x7f.1", "127.0.0.1"),
         ("0177.0.0.1", "127.0.0.1"),
-        ("0127.0.0.1", "87.0.0.1"),  # octal, as glibc reads it (FACTS)
+        ("0127.0.0.1", "87.0.0.1"),  # octal, as glibc's inet_aton reads it
         ("127.1", "127.0.0.1"),
         ("10.1", "10.0.0.1"),
         ("169.254.43518", "169.254.169.254"),

@@ -23,7 +23,7 @@ from webhook_harness import (
 
 from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
-from reference.faults import Faults
+from reference.fault import Faults
 from reference.netguard import CallbackPolicy, HostsFileResolver
 from reference.store import Store
 from reference.webhooks import SCHEMA_SQL, WebhookService

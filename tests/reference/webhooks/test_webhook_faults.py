@@ -1,9 +1,9 @@
 """Every webhook fault of the registry that this package owns changes behaviour.
 
 Each test starts the service with one fault and shows the rule it breaks (the honest
-behaviour is what the other test modules check). The faults are the ones listed under
-"webhooks (engineer WEBHOOKS)" in ``reference/faults.py``; faults that other modules
-(``event_faults.py``, ``url_faults.py``) add are probed by the suite's fault matrix.
+behaviour is what the other test modules check). The faults are the ones the webhook
+service acts on outside the dedicated fault modules; those of ``event_faults.py``,
+``url_faults.py`` and ``delivery_faults.py`` are probed by the suite's fault matrix.
 """
 
 from __future__ import annotations

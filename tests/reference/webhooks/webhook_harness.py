@@ -1,8 +1,8 @@
 """Helpers for the webhook side's own tests: a service harness, schema checks, waits.
 
-``Harness`` wraps a ``WebhookService`` over a fresh store and plays CORE's part (submit,
-finish) directly, so delivery behaviour is tested without the HTTP layer; the HTTP layer
-is tested against the real reference process (``tests/reference/conftest.py``).
+``Harness`` wraps a ``WebhookService`` over a fresh store and plays the generation core's
+part (submit, finish) directly, so delivery behaviour is tested without the HTTP layer;
+the HTTP layer is tested against the real reference process (``tests/reference/conftest.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Harness:
     def add_generation(
         self, *, status: str = "queued", gen_type: str = "image", key: KeyContext | None = None
     ) -> str:
-        """A row in CORE's generations table (ownership checks read it)."""
+        """A row in the generations table (ownership checks read it)."""
         key = key or self.key
         self._counter[0] += 1
         generation_id = f"gen_{secrets.token_hex(8)}"
@@ -66,7 +66,7 @@ class Harness:
         return generation_id
 
     async def submit(self, body: Mapping[str, Any], key: KeyContext | None = None) -> str:
-        """What CORE does at submit: select the target, then record the binding."""
+        """What the generation core does at submit: select the target, then record the binding."""
         key = key or self.key
         binding = await self.service.select_target(body, key)
         generation_id = self.add_generation(key=key)
@@ -76,7 +76,8 @@ class Harness:
         return generation_id
 
     def finish(self, generation_id: str, status: str = "completed") -> None:
-        """What CORE does at the end: move the generation and enqueue events, one commit."""
+        """What the generation core does at the end: move the generation, enqueue events;
+        one commit."""
         generation = {
             "id": generation_id,
             "account_id": self.key.account_id,
