@@ -6,6 +6,9 @@ A profile is a TOML file (format in ARCHITECTURE.md, commented template in
 (environment variables that must be set, the loopback safety rule), and reports every
 problem at once, each naming the field and the fix.
 
+The ``[adapter]`` table (how the console is spoken: the operations the spec leaves
+unshown, the session credential) is read by :mod:`conformance.adapter_declaration`.
+
 Secret values (``key``, ``signing_secret``, ``token``, ``password``) become
 :class:`~conformance.secrets.Secret`; each may instead be read from the environment with
 ``<field>_env = "VARNAME"``.
@@ -32,6 +35,7 @@ import jsonschema
 
 import genapi_spec
 
+from .adapter_declaration import AdapterDeclaration, parse_declaration, preset_names
 from .secrets import Redactor, Secret
 
 __all__ = [
@@ -232,7 +236,7 @@ class Profile:
     keys: Mapping[str, KeyProfile]
     key_prefix: str | None = None
     api_version: str = genapi_spec.API_VERSION
-    adapter: str = "none"
+    adapter: AdapterDeclaration = field(default_factory=lambda: parse_declaration(None)[0])
     allow_remote: bool = False
     sessions: Mapping[str, SessionProfile] = field(default_factory=lambda: MappingProxyType({}))
     receiver: ReceiverProfile = field(default_factory=ReceiverProfile)
@@ -305,7 +309,7 @@ class Profile:
             "allow_remote": self.allow_remote,
             "key_prefix": self.key_prefix,
             "api_version": self.api_version,
-            "adapter": self.adapter,
+            "adapter": self.adapter.to_dict(),
             "keys": {
                 role: {
                     "key": hide(k.key),
@@ -419,7 +423,8 @@ def _schema_problems(document: Mapping[str, Any]) -> list[str]:
 
 def _is_secret_path(path: Any) -> bool:
     parts = list(path)
-    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS
+    # Under [adapter] these names hold JSON pointers to secrets, not secrets.
+    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS and parts[0] != "adapter"
 
 
 # -- semantic rules --------------------------------------------------------------------
@@ -503,6 +508,8 @@ def _presence_problems(document: Mapping[str, Any]) -> list[str]:
 
 def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> Profile:
     problems = _base_url_problems(document)
+    adapter, adapter_problems = parse_declaration(document.get("adapter"))
+    problems += adapter_problems
     keys: dict[str, KeyProfile] = {}
     for role, table in document.get("keys", {}).items():
         where = f"keys.{role}"
@@ -564,7 +571,7 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         keys=MappingProxyType(keys),
         key_prefix=document.get("key_prefix"),
         api_version=document.get("api_version", genapi_spec.API_VERSION),
-        adapter=document.get("adapter", "none"),
+        adapter=adapter,
         allow_remote=bool(document.get("allow_remote", False)),
         sessions=MappingProxyType(sessions),
         receiver=receiver,
@@ -587,6 +594,12 @@ def parse_profile(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(source, [f"not valid TOML: {exc}"]) from None
+    # The short forms of [adapter]: a preset's name, or "none" (nothing declared).
+    shorthand = document.get("adapter")
+    if shorthand == "none":
+        del document["adapter"]
+    elif isinstance(shorthand, str) and shorthand in preset_names():
+        document["adapter"] = {"preset": shorthand}
     problems = _schema_problems(document) + _presence_problems(document)
     if problems:
         # Structural problems first: the semantic rules assume the structure.
