@@ -20,6 +20,7 @@ import pytest
 from running_reference import ReferenceFactory, RunningReference, bearer, start_reference
 
 from conformance.catalog import load_catalog
+from conformance.profile import load_profile
 from reference.auth import SESSION_COOKIE
 from reference.config import VARIANT, VARIANT_TIMER_SLACK_S, Choices
 from reference.errors import error_response
@@ -91,6 +92,22 @@ def test_variant_differs_on_every_choice_and_each_is_catalogued() -> None:
 def test_variant_profile_says_it_is_the_variant(variant: RunningReference) -> None:
     assert variant.profile["name"] == "reference variant (embedded)"
     assert "--timer-slack" in variant.stderr_text()
+
+
+def test_variant_profile_declares_its_choices(variant: RunningReference) -> None:
+    """The provisioned profile is one the suite loads, declaring the variant's console
+    (paths, field names, the session cookie), brand word, keying and counted requests."""
+    profile = load_profile(variant.directory / "profile.toml")
+    assert profile.wire.header_brand == "Acme"
+    assert profile.wire.secret_keying == "base64-after-prefix"
+    assert profile.rate.request == "submits"
+    declared = variant.profile["adapter"]
+    assert declared["credential"] == {"scheme": "cookie", "cookie": SESSION_COOKIE}
+    assert declared["login"]["path"] == "/api/auth/login"
+    assert declared["create_webhook"]["body"] == {
+        "endpoint_url": "{url}",
+        "event_types": "{events}",
+    }
 
 
 def test_variant_timer_slack_is_on_unless_said_otherwise(
