@@ -19,22 +19,21 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.adapter_declaration import Listed
-from conformance.adapters import console_request, declared
-from conformance.asserts import (
+from conformance.findings import fail
+from conformance.judge.asserts import (
     assert_status,
-    assert_status_in,
     assert_webhook_list,
     describe,
     json_values,
 )
-from conformance.client import ApiClient
-from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
-from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT
-from conformance.receiver import Endpoint
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.events import RegisteredWebhook, delete_webhook, register_webhook
+from conformance.observe.receiver import Endpoint
+from conformance.observe.signatures import verify_delivery
 from conformance.secrets import Secret
-from conformance.signatures import verify_delivery
+from conformance.target.adapter_declaration import Listed
+from conformance.target.adapters import console_request, declared
+from conformance.target.client import ApiClient
 
 pytestmark = pytest.mark.console
 
@@ -121,7 +120,11 @@ def test_webhook_list_never_shows_the_secret(api: ApiClient, webhook: Registered
     """The whsec_ secret is returned once: the webhook list does not contain it."""
     response = console_request(api, "list_webhooks", session="primary")
     listing = declared(api.profile, "list_webhooks")
-    assert_status_in(response, {200, *listing.status}, "HOOK-SECRET-02")
+    if response.status_code not in {200, *listing.status}:
+        raise SetupFailed(
+            f"setup: the webhook list answered {describe(response)}: no list to look in "
+            "(CONSOLE-HOOK-02 judges the list)"
+        )
     assert webhook.secret.reveal() not in response.text, (
         "HOOK-SECRET-02: expected the whsec_ secret only in the creation response; "
         "GET /api/webhooks contains it"

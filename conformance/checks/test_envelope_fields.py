@@ -1,7 +1,7 @@
 """The event envelope's own fields (spec §2 Event envelope, §6 Delivery request, §9
 Versioning), judged on bodies delivered to each kind of target.
 
-The generations are set up once for the module (:class:`conformance.events.EventLab`);
+The generations are set up once for the module (:class:`conformance.observe.events.EventLab`);
 each check judges one statement on what arrived.
 """
 
@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from conformance.events import (
+from conformance.observe.events import (
     COMPLETED,
+    ENVELOPE_FIELDS,
     FAILED,
     EventLab,
     Generated,
     Scenario,
     SetupFailed,
     event_lab,
-    schema_errors,
 )
-from conformance.profile import Profile
-from conformance.receiver import Receiver
+from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")
@@ -47,9 +47,8 @@ BY_OUTCOME = [
     pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox),
 ]
 
-_EVENT_ID = re.compile(r"evt_[0-9a-f]+")
-# ISO 8601 date-time with a UTC offset (Z or ±hh:mm), the shape of schemas/timestamp.json.
-_WITH_OFFSET = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+#: "form evt_<hex>": hexadecimal digits in either case.
+_EVENT_ID = re.compile(r"evt_[0-9a-fA-F]+")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +56,16 @@ def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Ev
     with event_lab(profile, redactor, receiver, "envelope-fields") as made:
         made.start(INLINE, CALLBACK)
         yield made
+
+
+def _has_offset(value: object) -> bool:
+    """Whether *value* is an ISO 8601 date-time carrying a UTC offset."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return datetime.fromisoformat(value.upper()).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def _field(generated: Generated, name: str, requirement_id: str) -> Any:
@@ -76,7 +85,8 @@ def _field(generated: Generated, name: str, requirement_id: str) -> Any:
 )
 @pytest.mark.requirement("DLV-BODY-01")
 def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> None:
-    """A delivery's body is a JSON object that validates against the event envelope."""
+    """A delivery's body is a JSON object holding the event envelope's fields (each
+    field's value is judged by its own check)."""
     generated = lab.get(scenario)
     try:
         body = generated.first.json()
@@ -85,10 +95,14 @@ def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> N
             f"DLV-BODY-01: expected a JSON body, saw {generated.first.raw_body[:200]!r} "
             f"{generated.describe()}"
         )
-    errors = schema_errors("event-envelope", body)
-    assert not errors, (
-        f"DLV-BODY-01: expected the event envelope (schemas/event-envelope.json) "
-        f"{generated.describe()}; it breaks the schema:\n" + "\n".join(errors)
+    assert isinstance(body, dict), (
+        f"DLV-BODY-01: expected a JSON object (the event envelope), saw a JSON "
+        f"{type(body).__name__} {generated.describe()}"
+    )
+    missing = [name for name in ENVELOPE_FIELDS if name not in body]
+    assert not missing, (
+        f"DLV-BODY-01: expected the event envelope's fields {list(ENVELOPE_FIELDS)}, "
+        f"missing {missing} {generated.describe()}"
     )
 
 
@@ -123,16 +137,14 @@ def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("EVT-ENV-03")
 def test_envelope_created_at_carries_offset(lab: EventLab, scenario: Scenario) -> None:
-    """The envelope's created_at is an ISO 8601 timestamp with a UTC offset."""
+    """The envelope's created_at is an ISO 8601 timestamp with a UTC offset (any ISO 8601
+    form: extended or basic, with or without fractions, Z or an offset)."""
     generated = lab.get(scenario)
     seen = _field(generated, "created_at", "EVT-ENV-03")
-    shaped = isinstance(seen, str) and _WITH_OFFSET.fullmatch(seen)
-    assert shaped, (
+    assert _has_offset(seen), (
         f"EVT-ENV-03: expected an ISO 8601 timestamp with offset (e.g. "
         f"2026-08-01T12:00:00Z or ...+02:00), saw {seen!r} {generated.describe()}"
     )
-    parsed = datetime.fromisoformat(str(seen).replace("z", "Z"))
-    assert parsed.tzinfo is not None, f"EVT-ENV-03: {seen!r} parses without an offset"
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)

@@ -15,9 +15,10 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_refused, assert_status, credits_used_today, describe
-from conformance.client import ApiClient
-from conformance.events import (
+from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.judge.strategies import must_reject_vector
+from conformance.observe.events import (
     RegisteredWebhook,
     TargetKind,
     delete_webhook,
@@ -25,16 +26,20 @@ from conformance.events import (
     register_webhook,
     target_body,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import Endpoint
+from conformance.observe.receiver import Endpoint
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
 UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
-#: A callback target every implementation must refuse (spec §4: private range → 400).
-BAD_CALLBACK: Final = "http://10.0.0.1:9/conformance"
+#: A callback target every implementation must refuse (spec §4: "Loopback, private ranges
+#: and link-local addresses ... are rejected"): a fixture vector whose own requirement is a
+#: MUST, so that a MUST of target selection never rests on an interpretation of the URL
+#: rules (a recent registry entry, say).
+BAD_VECTOR: Final = must_reject_vector("http://10.0.0.1:9/")
+BAD_CALLBACK: Final = BAD_VECTOR.template
 #: How long a losing target is watched after the winner's delivery arrived.
 QUIET_SECONDS: Final = 1.0
 #: Usage readings around a refused submit: a reading that moved may be another check's

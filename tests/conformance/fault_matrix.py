@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cli import EXIT_FAILED
+from conformance.run.cli import EXIT_FAILED
 
 __all__ = [
     "FAULT_RUN_TIMEOUT_S",
@@ -81,7 +81,7 @@ def registry() -> tuple[RegisteredFault, ...]:
     pins the listing to the registry itself.
     """
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "faults", "--json"],
+        [sys.executable, "-m", "conformance.run.cli", "faults", "--json"],
         capture_output=True,
         text=True,
         timeout=_REGISTRY_TIMEOUT_S,
@@ -172,7 +172,7 @@ def run_suite(
     ``GENAPI_PROFILE`` is dropped so the run always starts the embedded reference.
     ``workers=None`` keeps the CLI's default (two xdist workers, as users run it).
     """
-    argv = [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir)]
+    argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
     for name in faults:
         argv += ["--fault", name]
     for requirement_id in only:

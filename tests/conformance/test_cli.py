@@ -19,7 +19,8 @@ from pytest_httpserver import HTTPServer
 from rich.console import Console
 
 from conformance import cli
-from conformance.cli import (
+from conformance.observe.dns import DnsServer, shared_zone_dir
+from conformance.run.cli import (
     EXIT_FAILED,
     EXIT_HARNESS,
     EXIT_OK,
@@ -28,8 +29,7 @@ from conformance.cli import (
     main,
     pytest_args,
 )
-from conformance.dns import DnsServer, shared_zone_dir
-from conformance.profile import load_profile, template_text
+from conformance.target.profile import load_profile, template_text
 
 TIER = {
     "plan_code": "pro",
@@ -159,7 +159,7 @@ token = "cliTESTsessiontoken0123456789"
 def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
     return subprocess.run(  # noqa: S603 (our own interpreter and module)
-        [sys.executable, "-m", "conformance.cli", "run", "--workers", "0", *args],
+        [sys.executable, "-m", "conformance.run.cli", "run", "--workers", "0", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -254,7 +254,7 @@ def test_progress_counts_checks_and_tallies_warnings_apart() -> None:
 
     from rich.console import Console
 
-    from conformance.cli import _Progress
+    from conformance.run.cli import _Progress
 
     progress = _Progress(Console(file=StringIO()))
     progress.pytest_xdist_node_collection_finished(node=None, ids=["a", "b", "c"])

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from conformance.profile import ReceiverProfile, WireProfile
-from conformance.receiver import (
+from conformance.observe.receiver import (
     Canary,
     Delivery,
     DeliveryTimeout,
@@ -26,7 +25,9 @@ from conformance.receiver import (
     ReceiverError,
     Reply,
 )
-from conformance.signatures import verify_delivery
+from conformance.observe.signatures import verify_delivery
+from conformance.target.profile import ReceiverProfile
+from conformance.target.wire import WireProfile
 
 TIMEOUT = httpx.Timeout(5.0)
 

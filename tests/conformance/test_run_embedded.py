@@ -17,14 +17,22 @@ from typing import Any
 
 import pytest
 
-from conformance.cli import EXIT_FAILED, EXIT_OK
-from conformance.launcher import EmbeddedReference
+from conformance.run.cli import EXIT_FAILED, EXIT_OK
+from conformance.run.launcher import EmbeddedReference
 
 
 def _run(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
     return subprocess.run(  # noqa: S603 (our own interpreter and module)
-        [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir), *args],
+        [
+            sys.executable,
+            "-m",
+            "conformance.run.cli",
+            "run",
+            "--report-dir",
+            str(report_dir),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=840,

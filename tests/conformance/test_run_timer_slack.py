@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from conformance.cli import EXIT_OK
-from conformance.launcher import EmbeddedReference
+from conformance.run.cli import EXIT_OK
+from conformance.run.launcher import EmbeddedReference
 
 TIMED = ("DLV-TIMEOUT-01", "DLV-TIMEOUT-02", "DLV-BACKOFF-01", "DLV-BACKOFF-02", "DLV-BACKOFF-03")
 
@@ -33,7 +33,7 @@ def test_late_timers_get_no_must_failure(tmp_path: Path) -> None:
         done = subprocess.run(  # noqa: S603 (our own interpreter and module)
             [
                 sys.executable,
-                *("-m", "conformance.cli", "run", "--profile", str(profile)),
+                *("-m", "conformance.run.cli", "run", "--profile", str(profile)),
                 *("--report-dir", str(report_dir)),
                 *(arg for rule in TIMED for arg in ("--only", rule)),
             ],

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from conformance.catalog import CatalogError, load_catalog, parse_catalog
-from conformance.cli import EXIT_OK, EXIT_USAGE, main
-from conformance.launcher import EmbeddedReference
+from conformance.run.cli import EXIT_OK, EXIT_USAGE, main
+from conformance.run.launcher import EmbeddedReference
 
 # -- the catalog's choices ---------------------------------------------------------------------
 
@@ -101,7 +101,7 @@ def test_run_against_the_variant_gives_no_must_failure(tmp_path: Path) -> None:
         _differs_from_the_reference(tomllib.loads(profile.read_text(encoding="utf-8")))
         done = subprocess.run(  # noqa: S603 (our own interpreter and module)
             [
-                *(sys.executable, "-m", "conformance.cli", "run"),
+                *(sys.executable, "-m", "conformance.run.cli", "run"),
                 *("--profile", str(profile), "--report-dir", str(report_dir)),
             ],
             capture_output=True,

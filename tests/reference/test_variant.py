@@ -20,7 +20,7 @@ import pytest
 from running_reference import ReferenceFactory, RunningReference, bearer, start_reference
 
 from conformance.catalog import load_catalog
-from conformance.profile import load_profile
+from conformance.target.profile import load_profile
 from reference.auth import SESSION_COOKIE
 from reference.config import VARIANT, VARIANT_TIMER_SLACK_S, Choices
 from reference.errors import error_response
