@@ -38,11 +38,11 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import credits_used_today, describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.events import delivery_deadline
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 ROLE: Final = "low-limit"
 TIER_PATH: Final = "/v1/account/tier"

@@ -18,8 +18,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from rich.console import Console
 
-from conformance import cli
 from conformance.observe.dns import DnsServer, shared_zone_dir
+from conformance.run import cli
 from conformance.run.cli import (
     EXIT_FAILED,
     EXIT_HARNESS,
@@ -223,7 +223,7 @@ def test_run_against_profile_broken_target_exits_1_and_names_failures(
 
 
 def test_cli_public_surface() -> None:
-    from conformance import cli
+    from conformance.run import cli
 
     assert cli.__all__ == [
         "EXIT_FAILED",

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance import events
+from conformance.observe import events
 from conformance.observe.events import (
     CANCELLED,
     EventLab,

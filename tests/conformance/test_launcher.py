@@ -99,7 +99,7 @@ def test_launcher_default_command_is_the_reference_module(tmp_path: Path) -> Non
 
 
 def test_launcher_public_surface() -> None:
-    from conformance import launcher
+    from conformance.run import launcher
 
     assert launcher.__all__ == ["EmbeddedReference", "LaunchError"]
 
