@@ -204,8 +204,9 @@ def run(options: argparse.Namespace) -> int:
         Path(os.environ["GENAPI_PROFILE"]) if os.environ.get("GENAPI_PROFILE") else None
     )
     if profile_arg is not None and (options.fault or options.variant):
+        flag = "--fault" if options.fault else "--variant"
         err.print(
-            "genapi-conformance: --fault and --variant apply only to the embedded reference "
+            f"genapi-conformance: {flag} applies only to the embedded reference "
             "(run without --profile)"
         )
         return EXIT_USAGE

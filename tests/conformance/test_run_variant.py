@@ -74,10 +74,13 @@ def test_launcher_starts_the_variant(tmp_path: Path) -> None:
     assert "--variant" not in EmbeddedReference().argv(tmp_path)
 
 
-def test_run_variant_with_a_profile_is_a_usage_error(tmp_path: Path) -> None:
+def test_run_variant_with_a_profile_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     profile = tmp_path / "p.toml"
     profile.write_text('base_url = "http://127.0.0.1:1"\n', encoding="utf-8")
     assert main(["run", "--variant", "--profile", str(profile)]) == EXIT_USAGE
+    assert "--variant applies only to the embedded reference" in capsys.readouterr().err
 
 
 # -- the whole run ------------------------------------------------------------------------------
