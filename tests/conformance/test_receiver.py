@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from conformance.canary import Canary
 from conformance.profile import ReceiverProfile, WireProfile
 from conformance.receiver import (
-    Canary,
     Delivery,
     DeliveryTimeout,
     Endpoint,
