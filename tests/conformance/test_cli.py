@@ -222,20 +222,6 @@ def test_run_against_profile_broken_target_exits_1_and_names_failures(
     assert verdicts == {"TIER-READ-01": "pass", "TIER-FIELD-02": "fail"}
 
 
-def test_cli_public_surface() -> None:
-    from conformance import cli
-
-    assert cli.__all__ == [
-        "EXIT_FAILED",
-        "EXIT_HARNESS",
-        "EXIT_OK",
-        "EXIT_USAGE",
-        "exit_code",
-        "main",
-        "pytest_args",
-    ]
-
-
 def _report(when: Any, outcome: Any, **extra: object) -> pytest.TestReport:
     report = pytest.TestReport(
         nodeid="c.py::t",

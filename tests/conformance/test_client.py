@@ -422,19 +422,6 @@ def test_http_library_logs_do_not_show_secrets(
     assert "[redacted:keys.primary.key]" in caplog.text
 
 
-def test_public_surface() -> None:
-    import conformance.client as module
-
-    assert set(module.__all__) == {
-        "EXCHANGES_KEY",
-        "ApiClient",
-        "BudgetExceeded",
-        "Recorder",
-        "parse_retry_after",
-    }
-    assert all(hasattr(module, name) for name in module.__all__)
-
-
 def test_planted_secrets_never_reach_the_record_over_a_real_socket(
     httpserver: HTTPServer, caplog: pytest.LogCaptureFixture
 ) -> None:
