@@ -262,16 +262,12 @@ class Canary:
 
     def wait_for_hits(self, count: int, timeout: float, *, since: int = 0) -> list[CanaryHit]:
         """Wait (with a deadline) until *count* hits arrived after *since*."""
-        deadline = time.monotonic() + timeout
         with self._lock:
-            while len(self._hits) - since < count:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(
-                        f"expected {count} canary hits within {timeout:g} s, "
-                        f"got {len(self._hits) - since}"
-                    )
-                self._lock.wait(remaining)
+            if not self._lock.wait_for(lambda: len(self._hits) - since >= count, timeout):
+                raise AssertionError(
+                    f"expected {count} canary hits within {timeout:g} s, "
+                    f"got {len(self._hits) - since}"
+                )
             return list(self._hits[since:])
 
 

@@ -188,16 +188,12 @@ class Endpoint:
         """
         if count < 1 or timeout <= 0:
             raise ValueError("count must be >= 1 and timeout > 0")
-        deadline = time.monotonic() + timeout
         with self._condition:
-            while len(self._deliveries) < count:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise DeliveryTimeout(
-                        f"endpoint {self.name!r} ({self.path}): expected {count} "
-                        f"deliveries within {timeout:g} s, {self._describe(self._deliveries)}"
-                    )
-                self._condition.wait(remaining)
+            if not self._condition.wait_for(lambda: len(self._deliveries) >= count, timeout):
+                raise DeliveryTimeout(
+                    f"endpoint {self.name!r} ({self.path}): expected {count} "
+                    f"deliveries within {timeout:g} s, {self._describe(self._deliveries)}"
+                )
             return list(self._deliveries)
 
     def assert_quiet(self, for_seconds: float) -> None:
@@ -207,14 +203,10 @@ class Endpoint:
         """
         if not 0 < for_seconds <= MAX_DELAY_SECONDS:
             raise ValueError(f"for_seconds must be in (0, {MAX_DELAY_SECONDS}]")
-        deadline = time.monotonic() + for_seconds
         with self._condition:
             seen = len(self._deliveries)
-            while len(self._deliveries) == seen:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                self._condition.wait(remaining)
+            if not self._condition.wait_for(lambda: len(self._deliveries) != seen, for_seconds):
+                return
             extra = self._deliveries[seen:]
         raise AssertionError(
             f"endpoint {self.name!r}: expected no further delivery within {for_seconds:g} s "

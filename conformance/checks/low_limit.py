@@ -3,7 +3,7 @@
 Set-up for ``test_rate_limits.py``, the one module that uses the ``low-limit`` key role
 (its docstring says why there must be only one: pytest-xdist keeps a module on one
 worker, and the account's window, in-flight generations and daily credits are shared by
-everything that uses the key). It holds no check: :data:`WINDOW` paces the requests in
+everything that uses the key). It holds no check: :data:`ACCOUNT` paces the requests in
 the account's rolling minute, :func:`first_rate_run` and :func:`first_cap_run` send the
 two runs up to a 429 that several checks examine, once per process.
 
@@ -28,20 +28,19 @@ from conformance.profile import Profile
 from conformance.receiver import DeliveryTimeout, Endpoint
 
 __all__ = [
+    "ACCOUNT",
     "IMAGES",
     "ROLE",
     "TIER_PATH",
-    "WINDOW",
     "WINDOW_SECONDS",
+    "Account",
     "CapRun",
     "RateRun",
-    "Window",
     "accepted_id",
-    "cap_refused",
+    "examined_429",
     "first_cap_run",
     "first_rate_run",
     "json_object",
-    "rate_refused",
     "rate_request",
     "rate_request_words",
     "submit_body",
@@ -73,8 +72,10 @@ def json_object(response: httpx.Response) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-class Window:
-    """The send times of the rate checks' requests on the low-limit key (wall clock).
+class Account:
+    """What this process knows of the low-limit account: the send times of the rate
+    checks' requests on its key (wall clock: its rolling window), its tier record, and
+    the two runs up to a 429 that several checks examine (each sent once).
 
     Each check's exchanges are added when it ends (the rate module's ``_track_window``);
     ``make_room`` also counts the running check's own. Every request is counted, a
@@ -84,6 +85,8 @@ class Window:
     def __init__(self) -> None:
         self.sent: list[float] = []
         self.tier: dict[str, Any] | None = None
+        self.rate_run: RateRun | None = None
+        self.cap_run: CapRun | None = None
 
     def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
         """Wait until *count* more requests fit in the rolling minute (None: until the
@@ -108,16 +111,16 @@ class Window:
         time.sleep(max(0.0, wait_until - time.time()))  # bounded: at most one window
 
 
-#: The low-limit account's window in this process.
-WINDOW: Final = Window()
+#: The low-limit account as this process knows it.
+ACCOUNT: Final = Account()
 
 
 def tier(api: ApiClient) -> dict[str, Any]:
     """The low-limit key's tier record (read once per process, then remembered)."""
-    if WINDOW.tier is None:
+    if ACCOUNT.tier is None:
         response = api.request("GET", TIER_PATH, role=ROLE)
-        WINDOW.tier = _checked_tier(response)
-    return WINDOW.tier
+        ACCOUNT.tier = _checked_tier(response)
+    return ACCOUNT.tier
 
 
 def _checked_tier(response: httpx.Response) -> dict[str, Any]:
@@ -199,8 +202,13 @@ class RateRun:
     #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
     read_after: httpx.Response | None = None
 
-
-_RATE_RUNS: list[RateRun] = []
+    @property
+    def no_429(self) -> str:
+        """Why there is no 429 to examine (RATE-RPM-02 judges that)."""
+        return (
+            f"no 429 after {self.served} requests (limit {self.limit}): no 429 response to "
+            "examine (test_rate_request_over_limit_answered_429 judges this)"
+        )
 
 
 def first_rate_run(
@@ -215,13 +223,13 @@ def first_rate_run(
     that read has left the window (it may or may not count). At most requests_per_minute
     + 1 requests are sent.
     """
-    if _RATE_RUNS:
-        return _RATE_RUNS[0]
+    if ACCOUNT.rate_run is not None:
+        return ACCOUNT.rate_run
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
     submits = profile.rate.request == "submits"
     record = tier(api) if submits else None
-    WINDOW.make_room(recorder, None, profile)
+    ACCOUNT.make_room(recorder, None, profile)
     start = time.monotonic()
     first = rate_request(api, profile)
     if first.status_code == 429:
@@ -230,7 +238,7 @@ def first_rate_run(
             f"({describe(first)}): the key must be idle for a minute before the run"
         )
     if record is None:
-        WINDOW.tier = record = _checked_tier(first)
+        ACCOUNT.tier = record = _checked_tier(first)
     limit = int(record["requests_per_minute"])
     if limit + 1 > budget:
         pytest.skip(
@@ -248,19 +256,8 @@ def first_rate_run(
     read_after = None
     if submits and refused is not None:
         read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
-    run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
-    _RATE_RUNS.append(run)
-    return run
-
-
-def rate_refused(run: RateRun) -> httpx.Response:
-    """The run's 429; a set-up error when none came (RATE-RPM-02 judges that)."""
-    if run.refused is None:
-        raise SetupFailed(
-            f"setup: no 429 after {run.served} requests (limit {run.limit}): no 429 response "
-            "to examine (test_rate_request_over_limit_answered_429 judges this)"
-        )
-    return run.refused
+    ACCOUNT.rate_run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
+    return ACCOUNT.rate_run
 
 
 # -- the daily credit cap --------------------------------------------------------------------
@@ -275,8 +272,13 @@ class CapRun:
     refused: httpx.Response | None  # the first 429
     refused_at: float  # time.time() when it arrived
 
-
-_CAP_RUNS: list[CapRun] = []
+    @property
+    def no_429(self) -> str:
+        """Why there is no credit-cap 429 to examine (CREDIT-CAP-01 judges that)."""
+        return (
+            f"no 429 within {len(self.statuses)} submits (max_credits_per_day {self.cap}): "
+            "no credit-cap 429 to examine (CREDIT-CAP-01 judges this)"
+        )
 
 
 def first_cap_run(
@@ -289,8 +291,8 @@ def first_cap_run(
     waited for before the next submit (none in flight: no concurrency 429), and each
     submit has room in the rate window (no rate-limit 429).
     """
-    if _CAP_RUNS:
-        return _CAP_RUNS[0]
+    if ACCOUNT.cap_run is not None:
+        return ACCOUNT.cap_run
     cap = int(tier(api)["max_credits_per_day"])
     if cap + 2 > profile.budgets.max_requests_per_rate_check:
         pytest.skip(
@@ -302,7 +304,7 @@ def first_cap_run(
     refused: httpx.Response | None = None
     refused_at = 0.0
     for index in range(cap + 1):
-        WINDOW.make_room(recorder, 1, profile)
+        ACCOUNT.make_room(recorder, 1, profile)
         body = submit_body(endpoint)
         response = api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
         statuses.append(response.status_code)
@@ -311,16 +313,13 @@ def first_cap_run(
             break
         accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
         wait_finished(endpoint, index + 1, profile)
-    run = CapRun(cap, tuple(statuses), refused, refused_at)
-    _CAP_RUNS.append(run)
-    return run
+    ACCOUNT.cap_run = CapRun(cap, tuple(statuses), refused, refused_at)
+    return ACCOUNT.cap_run
 
 
-def cap_refused(run: CapRun) -> httpx.Response:
-    """The credit cap's 429; a set-up error when none came (CREDIT-CAP-01 judges that)."""
+def examined_429(run: RateRun | CapRun) -> httpx.Response:
+    """A run's 429 for a check that examines it; a set-up error when none came (the one
+    check that asks for the 429 judges that, not every check that reads it)."""
     if run.refused is None:
-        raise SetupFailed(
-            f"setup: no 429 within {len(run.statuses)} submits (max_credits_per_day "
-            f"{run.cap}): no credit-cap 429 to examine (CREDIT-CAP-01 judges this)"
-        )
+        raise SetupFailed(f"setup: {run.no_429}")
     return run.refused

@@ -14,7 +14,7 @@ The order is deliberate:
 1. the per-minute limit (one run of requests up to the first 429, shared by the checks of
    the 429 response), then a retry after Retry-After;
 2. the concurrency limit, credits spent and refunded: each waits for room in the rolling
-   window first (``WINDOW.make_room``), so a 429 it sees is never the rate limit's, and
+   window first (``ACCOUNT.make_room``), so a 429 it sees is never the rate limit's, and
    waits for its generations to finish, so the next check starts with none in flight;
 3. last, the daily credit cap (destructive): it spends what is left of the account's
    credits for the day (a second destructive run on the same UTC day finds them spent).
@@ -40,19 +40,18 @@ import pytest
 
 from conformance.asserts import credits_used_today, describe
 from conformance.checks.low_limit import (
+    ACCOUNT,
     IMAGES,
     ROLE,
     TIER_PATH,
-    WINDOW,
     WINDOW_SECONDS,
     CapRun,
     RateRun,
     accepted_id,
-    cap_refused,
+    examined_429,
     first_cap_run,
     first_rate_run,
     json_object,
-    rate_refused,
     rate_request,
     rate_request_words,
     submit_body,
@@ -73,7 +72,7 @@ CONCURRENCY_TRIALS: Final = 3
 def _track_window(recorder: Recorder) -> Iterator[None]:
     """Adds the check's requests to the record of the low-limit window."""
     yield
-    WINDOW.sent.extend(exchange.started_at for exchange in recorder.exchanges)
+    ACCOUNT.sent.extend(exchange.started_at for exchange in recorder.exchanges)
 
 
 # -- 1. the per-minute limit ----------------------------------------------------------------
@@ -90,7 +89,7 @@ def test_rate_requests_up_to_limit_are_served(rate_run: RateRun, profile: Profil
     assert rate_run.served >= rate_run.limit, (
         f"RATE-RPM-01: expected the first {rate_run.limit} requests (the tier's "
         f"requests_per_minute) to be served; request {rate_run.served + 1} was answered "
-        f"{describe(rate_refused(rate_run))} (requests: {rate_request_words(profile)})"
+        f"{describe(examined_429(rate_run))} (requests: {rate_request_words(profile)})"
     )
 
 
@@ -116,7 +115,7 @@ def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) 
     when the profile exercises the limit with submits, a read right after their 429 is
     refused too)."""
     if profile.rate.request == "submits":
-        refused = rate_refused(rate_run)
+        refused = examined_429(rate_run)
         read = rate_run.read_after
         assert read is not None and read.status_code == 429, (
             f"RATE-RPM-05: expected a read (GET {TIER_PATH}) right after the submits' 429 "
@@ -134,7 +133,7 @@ def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) 
 @pytest.mark.requirement("RATE-HDR-01")
 def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
     """A 429 response carries the Retry-After header."""
-    refused = rate_refused(rate_run)
+    refused = examined_429(rate_run)
     assert "retry-after" in refused.headers, (
         f"RATE-HDR-01: expected a Retry-After header on the 429; saw headers "
         f"{sorted(refused.headers.keys())}"
@@ -144,7 +143,7 @@ def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
 @pytest.mark.requirement("RATE-HDR-03")
 def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> None:
     """X-RateLimit-Limit of a 429 is an integer equal to the tier's requests_per_minute."""
-    seen = rate_refused(rate_run).headers.get("x-ratelimit-limit")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-limit")
     assert seen is not None and seen.strip() == str(rate_run.limit), (
         f"RATE-HDR-03: expected X-RateLimit-Limit: {rate_run.limit} (the tier's "
         f"requests_per_minute) on the 429, saw {seen!r}"
@@ -154,7 +153,7 @@ def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> 
 @pytest.mark.requirement("RATE-HDR-02")
 def test_rate_429_retry_after_is_whole_seconds(rate_run: RateRun) -> None:
     """Retry-After of a 429 is a non-negative integer number of seconds (spec §7)."""
-    seen = rate_refused(rate_run).headers.get("retry-after")
+    seen = examined_429(rate_run).headers.get("retry-after")
     assert seen is not None and seen.strip().isdigit(), (
         f"RATE-HDR-02: expected Retry-After as whole seconds (digits only), saw {seen!r}"
     )
@@ -163,7 +162,7 @@ def test_rate_429_retry_after_is_whole_seconds(rate_run: RateRun) -> None:
 @pytest.mark.requirement("RATE-HDR-04")
 def test_rate_429_remaining_header_is_zero(rate_run: RateRun) -> None:
     """X-RateLimit-Remaining of a rate-limit 429 is an integer, 0: no request left."""
-    seen = rate_refused(rate_run).headers.get("x-ratelimit-remaining")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-remaining")
     assert seen is not None and seen.strip() == "0", (
         f"RATE-HDR-04: expected X-RateLimit-Remaining: 0 on the 429 of a spent window, saw {seen!r}"
     )
@@ -174,7 +173,7 @@ def test_rate_429_reset_header_is_unix_time_within_a_minute(
     rate_run: RateRun, profile: Profile
 ) -> None:
     """X-RateLimit-Reset of a 429 is an integer unix time (seconds) in the coming minute."""
-    seen = rate_refused(rate_run).headers.get("x-ratelimit-reset")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-reset")
     tolerance = profile.timing.tolerance_seconds
     earliest = rate_run.refused_at - tolerance - 1  # the header is whole seconds
     latest = rate_run.refused_at + WINDOW_SECONDS + tolerance + 1
@@ -189,7 +188,7 @@ def test_rate_429_reset_header_is_unix_time_within_a_minute(
 @pytest.mark.requirement("RATE-HDR-06")
 def test_rate_429_retry_after_reaches_reset(rate_run: RateRun, profile: Profile) -> None:
     """Waiting the Retry-After seconds of a rate-limit 429 reaches X-RateLimit-Reset."""
-    refused = rate_refused(rate_run)
+    refused = examined_429(rate_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
     reset = refused.headers.get("x-ratelimit-reset", "")
     if wait is None or not reset.strip().isdigit():
@@ -221,7 +220,7 @@ def test_rate_retry_after_waiting_retry_after_is_served(
     api: ApiClient, rate_run: RateRun, profile: Profile
 ) -> None:
     """After waiting the Retry-After seconds of a rate-limit 429, a retry is served."""
-    refused = rate_refused(rate_run)
+    refused = examined_429(rate_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
     if wait is None or wait > WINDOW_SECONDS + api.profile.timing.tolerance_seconds:
         raise SetupFailed(
@@ -260,7 +259,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
     clients = [make_api() for _ in range(burst)]
     seen: list[list[int]] = []
     for _ in range(CONCURRENCY_TRIALS):
-        WINDOW.make_room(recorder, burst, profile)
+        ACCOUNT.make_room(recorder, burst, profile)
         endpoint = make_endpoint()
 
         def send(client: ApiClient, target: Endpoint = endpoint) -> httpx.Response:
@@ -289,7 +288,7 @@ def test_credits_completed_generation_increases_credits_used(
 ) -> None:
     """A completed generation raises the account's credits used today."""
     tier(api)
-    WINDOW.make_room(recorder, 3, profile)
+    ACCOUNT.make_room(recorder, 3, profile)
     before = credits_used_today(api, ROLE)
     response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
     accepted_id(response, f"POST {IMAGES}")
@@ -309,7 +308,7 @@ def test_credits_failed_generation_is_refunded(
     """A failed generation gives its credits back: credits used today return to before."""
     tier(api)
     reads = 3  # the refund may land just after the event; re-read within the tolerance
-    WINDOW.make_room(recorder, 2 + reads, profile)
+    ACCOUNT.make_room(recorder, 2 + reads, profile)
     before = credits_used_today(api, ROLE)
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     response = api.request(
@@ -354,7 +353,7 @@ def test_credit_cap_submit_after_cap_answered_429(cap_run: CapRun) -> None:
 @pytest.mark.requirement("CREDIT-CAP-02")
 def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
     """A 429 for the daily credit cap carries Retry-After (spec §8)."""
-    refused = cap_refused(cap_run)
+    refused = examined_429(cap_run)
     assert "retry-after" in refused.headers, (
         f"CREDIT-CAP-02: expected Retry-After on the credit-cap 429; saw headers "
         f"{sorted(refused.headers.keys())}"
@@ -365,7 +364,7 @@ def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
 @pytest.mark.requirement("CREDIT-429-01")
 def test_credit_cap_429_has_the_429_headers_and_detail(cap_run: CapRun) -> None:
     """A credit-cap 429 carries the headers and the JSON detail of every 429 (spec §7)."""
-    refused = cap_refused(cap_run)
+    refused = examined_429(cap_run)
     names = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
     missing = [name for name in names if name not in refused.headers]
     body = json_object(refused)
@@ -382,7 +381,7 @@ def test_credit_cap_retry_after_is_seconds_to_utc_midnight(
     cap_run: CapRun, profile: Profile
 ) -> None:
     """Retry-After of a credit-cap 429 is the number of seconds until the next 00:00 UTC."""
-    refused = cap_refused(cap_run)
+    refused = examined_429(cap_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=cap_run.refused_at)
     moment = datetime.fromtimestamp(cap_run.refused_at, UTC)
     midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
@@ -404,8 +403,8 @@ def test_credit_cap_refused_submit_spends_no_credits(
     recorder: Recorder,
 ) -> None:
     """A submit refused for the daily credit cap spends no credits."""
-    cap_refused(cap_run)
-    WINDOW.make_room(recorder, 3, profile)
+    examined_429(cap_run)
+    ACCOUNT.make_room(recorder, 3, profile)
     before = credits_used_today(api, ROLE)
     endpoint = make_endpoint()
     response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)

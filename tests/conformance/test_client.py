@@ -64,11 +64,6 @@ password = "{PASSWORD}"
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-@pytest.fixture
-def profile() -> Profile:
-    return parse_profile(PROFILE, env={})
-
-
 def make_client(
     profile: Profile, handler: Handler, **kwargs: object
 ) -> tuple[ApiClient, Recorder, list[float]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,7 +23,7 @@ from conformance.deliveries import (
     wait_for_record,
 )
 from conformance.operations import SetupFailed
-from conformance.profile import Profile, parse_profile
+from conformance.profile import Profile
 from conformance.receiver import Delivery, Receiver, Reply
 
 PROFILE = """
@@ -38,17 +37,6 @@ max_generation_seconds = 1
 [timing]
 tolerance_seconds = 0.2
 """
-
-
-@pytest.fixture
-def profile() -> Profile:
-    return parse_profile(PROFILE, env={})
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as server:
-        yield server
 
 
 class FakeService:

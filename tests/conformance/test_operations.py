@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -12,7 +11,7 @@ import pytest
 import genapi_spec
 from conformance.client import ApiClient, Recorder
 from conformance.operations import Operation, OperationPaths, SetupFailed, operations
-from conformance.profile import Profile, ReceiverProfile, parse_profile
+from conformance.profile import Profile, parse_profile
 from conformance.receiver import Receiver
 
 PROFILE = """
@@ -66,13 +65,6 @@ def test_url_fills_parameters_and_refuses_a_missing_one() -> None:
     assert op.url(id="gen_1") == "/v1/generations/gen_1"
     with pytest.raises(KeyError):
         op.url()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver(ReceiverProfile()).start()
-    yield server
-    server.stop()
 
 
 def paths_with(
