@@ -443,24 +443,6 @@ def test_labelled():
     assert any("spec/generation-api.md#" in link["url"] for link in allure["links"])
 
 
-def test_plugin_destructive_check_skips_unless_profile_allows(checks: pytest.Pytester) -> None:
-    profile = checks.makefile(".toml", profile=CANARY_PROFILE)
-    checks.makepyfile(
-        test_destructive=f'''
-import pytest
-
-@pytest.mark.destructive
-@pytest.mark.requirement("{MUST[0]}")
-def test_spends_the_cap():
-    pass
-'''
-    )
-    result = checks.runpytest("--profile", str(profile), "--report-dir", str(checks.path / "o"))
-    result.assert_outcomes(skipped=1)
-    requirements = {r["id"]: r for r in _results(checks.path / "o")["requirements"]}
-    assert "needs destructive: set [budgets] destructive = true" in requirements[MUST[0]]["reason"]
-
-
 def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
     profile = checks.makefile(".toml", profile='name = "x"\n')
     checks.makepyfile(
@@ -509,6 +491,11 @@ def test_needs_console():
 def test_catalog_says_console():
     pass
 
+@pytest.mark.destructive
+@pytest.mark.requirement("{MUST[3]}")
+def test_spends_the_cap():
+    pass
+
 @pytest.mark.requirement("{MUST[2]}")
 def test_needs_nothing():
     pass
@@ -516,8 +503,9 @@ def test_needs_nothing():
     )
     report_dir = checks.path / "out"
     result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
-    result.assert_outcomes(passed=1, skipped=3)
+    result.assert_outcomes(passed=1, skipped=4)
     reasons = {r["id"]: r["reason"] for r in _results(report_dir)["requirements"]}
+    assert "needs destructive: set [budgets] destructive = true" in reasons[MUST[3]]
     assert "needs dns: add a [dns] table" in reasons[MUST[0]]
     assert "needs console: add [sessions.primary]" in reasons[MUST[1]]
     assert "needs console: add [sessions.primary]" in reasons[CONSOLE_ONLY]
