@@ -471,35 +471,26 @@ scopes = ["images:generate"]
 CONSOLE_ONLY = next(r.id for r in _CATALOG if set(r.needs) == {Need.CONSOLE})
 
 
+def _passing_checks(*checks: tuple[str, str, str | None]) -> str:
+    """The source of a module of fake checks that pass: (name, cited id, marker or None)."""
+    sources = [
+        (f"@pytest.mark.{marker}\n" if marker else "")
+        + f'@pytest.mark.requirement("{requirement}")\ndef {name}():\n    pass\n'
+        for name, requirement, marker in checks
+    ]
+    return "import pytest\n\n" + "\n".join(sources)
+
+
 def test_plugin_needs_the_profile_lacks_are_skips_with_the_fix(checks: pytest.Pytester) -> None:
     profile = checks.makefile(".toml", profile=BARE_PROFILE)
     checks.makepyfile(
-        test_needs=f'''
-import pytest
-
-@pytest.mark.dns
-@pytest.mark.requirement("{MUST[0]}")
-def test_needs_dns():
-    pass
-
-@pytest.mark.console
-@pytest.mark.requirement("{MUST[1]}")
-def test_needs_console():
-    pass
-
-@pytest.mark.requirement("{CONSOLE_ONLY}")
-def test_catalog_says_console():
-    pass
-
-@pytest.mark.destructive
-@pytest.mark.requirement("{MUST[3]}")
-def test_spends_the_cap():
-    pass
-
-@pytest.mark.requirement("{MUST[2]}")
-def test_needs_nothing():
-    pass
-'''
+        test_needs=_passing_checks(
+            ("test_needs_dns", MUST[0], "dns"),
+            ("test_needs_console", MUST[1], "console"),
+            ("test_catalog_says_console", CONSOLE_ONLY, None),
+            ("test_spends_the_cap", MUST[3], "destructive"),
+            ("test_needs_nothing", MUST[2], None),
+        )
     )
     report_dir = checks.path / "out"
     result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
