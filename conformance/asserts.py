@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import httpx
 
+from .adapter_declaration import DeclaredOperation, Listed
 from .client import ApiClient
 from .findings import fail
 from .operations import SetupFailed
@@ -123,22 +124,33 @@ def json_values(response: httpx.Response) -> list[Any]:
     return found
 
 
-def assert_webhook_list(response: httpx.Response, rule: str | None = None) -> list[dict[str, Any]]:
-    """GET /api/webhooks answered 200 with a list of webhooks; returns its items.
+def assert_webhook_list(
+    response: httpx.Response, listing: DeclaredOperation, rule: str | None = None
+) -> list[Listed]:
+    """The webhook list answered with its expected status and an array where the profile's
+    ``[adapter.list_webhooks]`` declaration (*listing*) points; returns its items (id,
+    url, item).
 
-    Console payloads are not shown (spec §4): a JSON array, or an object holding one under
-    ``webhooks`` or ``data`` (CONSOLE-PAYLOAD-01), is accepted.
+    Console payloads are not shown (spec §4): undeclared, a JSON array or an object holding
+    one under ``webhooks`` or ``data``, of items with ``id`` and ``url``, is accepted
+    (CONSOLE-PAYLOAD-01).
     """
-    assert_status(response, 200, rule)
+    if not listing.accepts(response.status_code):
+        fail(
+            f"{_request_line(response)}: expected {listing.expected}, saw {describe(response)}",
+            rule=rule,
+        )
     try:
         body: Any = response.json()
     except ValueError:
         body = None
-    if isinstance(body, dict):
-        body = body.get("webhooks", body.get("data"))
-    if not isinstance(body, list):
-        fail(f"expected a list of webhooks, saw {describe(response)}", rule=rule)
-    return [item for item in body if isinstance(item, dict)]
+    items = listing.listed(body)
+    if items is None:
+        fail(
+            f"expected a list of webhooks at {listing.where('list')}, saw {describe(response)}",
+            rule=rule,
+        )
+    return items
 
 
 def credits_used_today(api: ApiClient, role: str = "primary") -> int:

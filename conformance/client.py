@@ -2,8 +2,9 @@
 
 Checks send the request under test by hand through :meth:`ApiClient.request`: the
 exact method, path, headers and body, so that a failure shows exactly what was sent;
-helpers only set up. The client only adds what every request needs: the base URL, the API key
-of a role (spec §5.1) or a console session token (spec §5.5), timeouts, a count bound,
+helpers only set up. The client only adds what every request needs: the base URL, the API
+key of a role (spec §5.1) or a console session token (spec §5.5, sent as the profile's
+adapter declares: ``Authorization: Bearer`` or a cookie), timeouts, a count bound,
 and patience with 429 (spec §7: wait Retry-After, back off exponentially).
 
 :class:`Recorder` is the single place where exchanges are recorded, and it redacts on
@@ -178,21 +179,27 @@ class ApiClient:
         self.recorder.redactor.add(token, label=f"sessions.{name}.token")
         self._session_tokens[name] = token
 
-    def _authorization(self, role: str | None, session: str | None) -> str | None:
+    def session_token(self, name: str) -> Secret | None:
+        """The token ``session=name`` sends: one set by a login, else the profile's."""
+        return self._session_tokens.get(name) or self.profile.session(name).token
+
+    def _credentials(self, role: str | None, session: str | None) -> dict[str, str]:
+        """The headers of the credential asked for: the role's API key, or the console
+        session's token the way the profile's adapter declares (Bearer or a cookie)."""
         if session is not None:
             if role not in (None, "none"):
                 raise ValueError("give role or session, not both")
-            token = self._session_tokens.get(session) or self.profile.session(session).token
+            token = self.session_token(session)
             if token is None:
                 raise CapabilityMissing(
                     f"a token for console session {session!r}",
                     f"set sessions.{session}.token (or token_env) in the profile",
                 )
-            return f"Bearer {token.reveal()}"
+            return self.profile.adapter.credential.headers(token.reveal())
         if role == "none":
-            return None
+            return {}
         key = self.profile.key(role or "primary")
-        return f"Bearer {key.key.reveal()}"
+        return {"Authorization": f"Bearer {key.key.reveal()}"}
 
     # -- requests --------------------------------------------------------------------
 
@@ -209,6 +216,9 @@ class ApiClient:
         try:
             response = self._http.send(request)
             response.read()
+            # Only what a check asks for is a credential: a cookie set by one answer is
+            # never sent with the next request.
+            self._http.cookies.clear()
         except httpx.HTTPError as exc:
             self.recorder.record(
                 request,
@@ -218,6 +228,15 @@ class ApiClient:
                 error=exc,
             )
             raise
+        # Secrets where the adapter declaration points (a created key under a field name
+        # the redactor does not know, a session cookie) are learned before recording.
+        for label, value in self.profile.adapter.secrets_in(
+            request.method,
+            request.url.path,
+            response.content,
+            response.headers.get_list("set-cookie"),
+        ):
+            self.recorder.redactor.add(value, label=label)
         self.recorder.record(
             request, response, elapsed_ms=(time.monotonic() - start) * 1000, started_at=started_at
         )
@@ -246,10 +265,7 @@ class ApiClient:
         """
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/': {path!r} (the base URL is the profile's)")
-        merged: dict[str, str] = {}
-        authorization = self._authorization(role, session)
-        if authorization is not None:
-            merged["Authorization"] = authorization
+        merged = self._credentials(role, session)
         merged.update(headers or {})
         waited = 0.0
         for attempt in range(MAX_429_WAITS + 1):

@@ -26,6 +26,7 @@ import httpx
 
 import genapi_spec
 
+from .adapters import console_request, declared
 from .client import ApiClient, Recorder
 from .operations import SUBMIT_PROMPT, SetupFailed
 from .profile import CapabilityMissing, KeyProfile, Profile
@@ -169,38 +170,51 @@ def register_webhook(
     session: str = "primary",
     events: tuple[str, ...] | None = None,
 ) -> RegisteredWebhook:
-    """Register *url* with POST /api/webhooks (spec §4 Console endpoints).
+    """Register *url* with the console (spec §4 Console endpoints: POST /api/webhooks).
 
-    The payload names (``url``, ``events`` in; ``id``, ``secret`` out) are not shown by
-    the spec (catalog HOOK-CREATE-01): an IUT that differs fails this set-up, an error.
+    The payload is the profile's ``[adapter.create_webhook]`` declaration; by default
+    ``url`` and ``events`` in, ``id`` and ``secret`` out, which the spec does not show
+    (catalog HOOK-CREATE-01): an IUT that differs from its declaration fails this set-up,
+    an error.
     """
-    body: dict[str, Any] = {"url": url}
-    if events is not None:
-        body["events"] = list(events)
-    response = client.request("POST", "/api/webhooks", role="none", session=session, json=body)
-    if response.status_code not in (200, 201):
+    create = declared(client.profile, "create_webhook")
+    response = console_request(
+        client,
+        "create_webhook",
+        session=session,
+        url=url,
+        events=None if events is None else list(events),
+    )
+    where = f"{create.method} {create.path}"
+    if not create.accepts(response.status_code):
         raise SetupFailed(
-            f"setup: POST /api/webhooks answered {response.status_code}, expected 201: "
+            f"setup: {where} answered {response.status_code}, expected {create.expected}: "
             f"{client.recorder.redactor.text(response.text[:200])!r}"
         )
     try:
-        created = response.json()
-        return RegisteredWebhook(str(created["id"]), Secret(str(created["secret"])), session)
-    except (ValueError, KeyError, TypeError):
+        answer = response.json()
+    except ValueError:
+        answer = None
+    webhook_id, secret = create.read_id(answer, "id"), create.read(answer, "secret")
+    if webhook_id is None or not isinstance(secret, str):
         raise SetupFailed(
-            "setup: POST /api/webhooks did not answer a JSON object with id and secret "
-            "(HOOK-CREATE-01)"
-        ) from None
+            f"setup: {where} did not answer the webhook id at {create.where('id')} and its "
+            f"secret at {create.where('secret')} (HOOK-CREATE-01; the profile's "
+            "[adapter.create_webhook] declares them)"
+        )
+    return RegisteredWebhook(webhook_id, Secret(secret), session)
 
 
 def delete_webhook(client: ApiClient, webhook: RegisteredWebhook) -> None:
     """Delete a webhook this suite registered; a failure is raised (a leftover webhook
-    would receive later events)."""
-    response = client.request(
-        "DELETE", f"/api/webhooks/{webhook.id}", role="none", session=webhook.session
-    )
-    if response.status_code not in (200, 204, 404):
-        raise SetupFailed(f"teardown: DELETE /api/webhooks/... answered {response.status_code}")
+    would receive later events). Already gone (404) is fine."""
+    response = console_request(client, "delete_webhook", session=webhook.session, id=webhook.id)
+    delete = declared(client.profile, "delete_webhook")
+    if not (delete.accepts(response.status_code) or response.status_code == 404):
+        raise SetupFailed(
+            f"teardown: {delete.method} {delete.path} answered {response.status_code}, "
+            f"expected {delete.expected}"
+        )
 
 
 # -- scenarios -------------------------------------------------------------------------

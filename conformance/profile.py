@@ -6,6 +6,9 @@ A profile is a TOML file (format in ARCHITECTURE.md, commented template in
 (environment variables that must be set, the loopback safety rule), and reports every
 problem at once, each naming the field and the fix.
 
+The ``[adapter]`` table (how the console is spoken: the operations the spec leaves
+unshown, the session credential) is read by :mod:`conformance.adapter_declaration`.
+
 Secret values (``key``, ``signing_secret``, ``token``, ``password``) become
 :class:`~conformance.secrets.Secret`; each may instead be read from the environment with
 ``<field>_env = "VARNAME"``.
@@ -25,35 +28,30 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import jsonschema
 
 import genapi_spec
 
+from .adapter_declaration import AdapterDeclaration, parse_declaration, preset_names
 from .secrets import Redactor, Secret
+from .wire import RateProfile, WireProfile
 
 __all__ = [
-    "DELIVERY_HEADER_NAMES",
-    "RATE_REQUESTS",
     "SCOPES",
-    "SECRET_KEYINGS",
     "BudgetsProfile",
     "CapabilityMissing",
     "DnsProfile",
     "KeyProfile",
     "Profile",
     "ProfileError",
-    "RateProfile",
-    "RateRequest",
     "ReceiverProfile",
     "SandboxProfile",
-    "SecretKeying",
     "SessionProfile",
     "TimingProfile",
     "UsageProfile",
-    "WireProfile",
     "load_profile",
     "parse_profile",
     "profile_schema",
@@ -71,23 +69,6 @@ SCOPES: Final = (
 )
 
 _SECRET_FIELDS: Final = ("key", "signing_secret", "token", "password")
-
-#: The delivery headers of spec §6 by the word after the brand: ``X-<brand>-<name>``.
-DELIVERY_HEADER_NAMES: Final = ("Event", "Delivery", "Attempt", "Generation", "Signature")
-
-#: How a signing secret becomes the HMAC key (spec §6 Signature 2, "HMAC-SHA256 with the
-#: webhook secret"): ``utf8`` keys with the whole secret string's UTF-8 bytes, prefix
-#: included (the literal reading, Stripe's way); ``base64-after-prefix`` base64-decodes the
-#: text after the ``whsec_`` prefix (the whole text when it has none), as the Standard
-#: Webhooks libraries do. ``conformance.signatures`` applies them.
-SecretKeying = Literal["utf8", "base64-after-prefix"]
-SECRET_KEYINGS: Final[tuple[SecretKeying, ...]] = get_args(SecretKeying)
-
-#: The request a check sends to exercise the per-minute limit (spec §8, "Requests per
-#: minute | Per tier, per API key, rolling window"): ``reads`` (GET /v1/account/tier) or
-#: ``submits`` (submits refused before any credit is spent).
-RateRequest = Literal["reads", "submits"]
-RATE_REQUESTS: Final[tuple[RateRequest, ...]] = get_args(RateRequest)
 
 
 class ProfileError(ValueError):
@@ -191,39 +172,6 @@ class TimingProfile:
 
 
 @dataclass(frozen=True)
-class WireProfile:
-    """How the deployment puts its deliveries on the wire where the spec leaves it a word.
-
-    The spec writes the delivery headers ``X-Service-*`` and says the brand word was
-    replaced by "Service" in the document (§6): a deployment sends its own word
-    (``X-Acme-Signature``), named here once. The HMAC keying of a signing secret is
-    declared too (:data:`SecretKeying`); signatures are verified with it.
-    """
-
-    header_brand: str = "Service"
-    secret_keying: SecretKeying = "utf8"  # noqa: S105 (a keying's name, not a secret)
-
-    def header(self, name: str) -> str:
-        """The deployment's name of a delivery header: ``header("Signature")`` gives
-        ``X-Acme-Signature`` for the brand word ``Acme``."""
-        if name not in DELIVERY_HEADER_NAMES:
-            raise ValueError(f"{name!r} is not a delivery header; one of {DELIVERY_HEADER_NAMES}")
-        return f"X-{self.header_brand}-{name}"
-
-    @property
-    def delivery_headers(self) -> tuple[str, ...]:
-        """The five delivery headers of spec §6, as the deployment names them."""
-        return tuple(self.header(name) for name in DELIVERY_HEADER_NAMES)
-
-
-@dataclass(frozen=True)
-class RateProfile:
-    """Which request exercises the per-minute limit (:data:`RateRequest`)."""
-
-    request: RateRequest = "reads"
-
-
-@dataclass(frozen=True)
 class Profile:
     """A validated target profile. Frozen: checks cannot change what others see."""
 
@@ -232,7 +180,7 @@ class Profile:
     keys: Mapping[str, KeyProfile]
     key_prefix: str | None = None
     api_version: str = genapi_spec.API_VERSION
-    adapter: str = "none"
+    adapter: AdapterDeclaration = field(default_factory=lambda: parse_declaration(None)[0])
     allow_remote: bool = False
     sessions: Mapping[str, SessionProfile] = field(default_factory=lambda: MappingProxyType({}))
     receiver: ReceiverProfile = field(default_factory=ReceiverProfile)
@@ -305,7 +253,7 @@ class Profile:
             "allow_remote": self.allow_remote,
             "key_prefix": self.key_prefix,
             "api_version": self.api_version,
-            "adapter": self.adapter,
+            "adapter": self.adapter.to_dict(),
             "keys": {
                 role: {
                     "key": hide(k.key),
@@ -419,7 +367,8 @@ def _schema_problems(document: Mapping[str, Any]) -> list[str]:
 
 def _is_secret_path(path: Any) -> bool:
     parts = list(path)
-    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS
+    # Under [adapter] these names hold JSON pointers to secrets, not secrets.
+    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS and parts[0] != "adapter"
 
 
 # -- semantic rules --------------------------------------------------------------------
@@ -503,6 +452,8 @@ def _presence_problems(document: Mapping[str, Any]) -> list[str]:
 
 def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> Profile:
     problems = _base_url_problems(document)
+    adapter, adapter_problems = parse_declaration(document.get("adapter"))
+    problems += adapter_problems
     keys: dict[str, KeyProfile] = {}
     for role, table in document.get("keys", {}).items():
         where = f"keys.{role}"
@@ -564,7 +515,7 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         keys=MappingProxyType(keys),
         key_prefix=document.get("key_prefix"),
         api_version=document.get("api_version", genapi_spec.API_VERSION),
-        adapter=document.get("adapter", "none"),
+        adapter=adapter,
         allow_remote=bool(document.get("allow_remote", False)),
         sessions=MappingProxyType(sessions),
         receiver=receiver,
@@ -587,6 +538,12 @@ def parse_profile(
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(source, [f"not valid TOML: {exc}"]) from None
+    # The short forms of [adapter]: a preset's name, or "none" (nothing declared).
+    shorthand = document.get("adapter")
+    if shorthand == "none":
+        del document["adapter"]
+    elif isinstance(shorthand, str) and shorthand in preset_names():
+        document["adapter"] = {"preset": shorthand}
     problems = _schema_problems(document) + _presence_problems(document)
     if problems:
         # Structural problems first: the semantic rules assume the structure.

@@ -36,7 +36,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from .canary import Canary, CanaryHit, CanaryView
-from .profile import ReceiverProfile, WireProfile
+from .profile import ReceiverProfile
+from .wire import WireProfile
 
 __all__ = [
     "Canary",

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .profile import SECRET_KEYINGS, SecretKeying, WireProfile
 from .secrets import Secret
+from .wire import SECRET_KEYINGS, SecretKeying, WireProfile
 
 if TYPE_CHECKING:
     from .receiver import Delivery

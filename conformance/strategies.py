@@ -4,26 +4,30 @@ Spec §4 "Callback URL requirements" (and §7, §8): scheme http or https, a hos
 resolves to a public address, no loopback, private or link-local address, at most 2048
 characters. Two sources of URLs feed the checks in ``conformance/checks/test_url_*.py``:
 
-* :func:`fixture_vectors`: ``fixtures/callback_urls.yaml``, each vector tied to the
-  catalog requirement it exercises (:func:`vector_requirements`);
+* :func:`fixture_vectors`: ``fixtures/callback_urls.yaml``, each vector naming the
+  catalog requirement it exercises;
 * the strategies below: variants built from small pieces (an address drawn from one
-  range of ``fixtures/special_purpose_addresses.yaml``, a spelling of it, an IPv6 form
-  that embeds it, a length just past 2048, a scheme that is not http(s)).
+  range of ``fixtures/special_purpose_addresses.yaml``, which names the requirement of
+  each range and how firmly it is held, a spelling of it, an IPv6 form that embeds it, a
+  length just past 2048, a scheme that is not http(s)).
 
-Safety (DESIGN.md "Safety rules"). Every URL submitted is the receiver's or one the
-implementation must reject, and a wrongly accepted one must not reach a host off the
-machine in any harmful way:
+Which requirement a URL breaks is data, never code here; the one
+consequence the checks share: :func:`case_ids` (a broken MUST rule in webhook.url also
+breaks TARGET-BIND-03).
 
-* vectors marked ``deliverable: false`` (public addresses) are never submitted;
+Safety. Every URL submitted is the receiver's or one the implementation must reject, and
+a wrongly accepted one must not reach a host off the machine in any harmful way:
+
+* a vector naming a requirement is never a public address (``deliverable: false``), a
+  name only the suite's DNS serves, ``localhost``, a spelling that a differently-reading
+  parser turns into a public address (a dotted part with a leading zero: ``0177.0.0.2`` is
+  177.0.0.2 read as decimal) or an IPv6 form that embeds a public IPv4 address:
+  :func:`fixture_vectors` refuses such a vector;
 * reject vectors aim at the discard port 9, except that a host which is *this machine*
   (loopback, unspecified, their embedded forms) is aimed at the canary's port when the
   implementation runs here too, so that a wrong acceptance is seen connecting;
-* spellings that a differently-reading parser turns into a public address are left out:
-  a dotted part with a leading zero (``0177.0.0.2`` is 177.0.0.2 read as decimal) and
-  IPv6 forms that embed a public IPv4 address;
-* ``localhost`` is never a reject vector (URL-RESOLVE-06: the receiver's loopback
-  address is public under the implementation's test allowlist), nor is 127.0.0.1 or the
-  receiver's own address in any spelling.
+* 127.0.0.1, the receiver's address under the implementation's test allowlist, is never
+  drawn as a reject host, in any spelling (URL-RESOLVE-06).
 """
 
 from __future__ import annotations
@@ -40,6 +44,16 @@ from urllib.parse import urlsplit
 from hypothesis import strategies as st
 
 import genapi_spec
+from genapi_spec.address_tables import (
+    AddressRange,
+    IPAddress,
+    address_ranges,
+    deciding_range,
+    embedding_of,
+    embeddings,
+)
+
+from .catalog import Level, load_catalog
 
 __all__ = [
     "ALLOWLISTED",
@@ -47,161 +61,73 @@ __all__ = [
     "MAX_URL_LENGTH",
     "AddressRange",
     "UrlVector",
-    "address_ranges",
     "aim",
     "bad_schemes",
+    "case_ids",
     "embedded_ipv6_hosts",
+    "embedding_requirement",
     "fixture_vectors",
     "host_is_this_machine",
     "ipv4_in",
     "ipv4_spellings",
     "ipv6_in",
+    "is_must",
     "iut_on_this_machine",
+    "must_reject_vector",
     "overlong_urls",
-    "range_requirement",
     "reject_ranges",
     "unresolvable_hosts",
-    "vector_requirements",
 ]
 
 #: Spec §4, §8: the longest callback URL accepted.
 MAX_URL_LENGTH: Final = 2048
-#: Addresses the implementation's test allowlist may legitimately cover (DESIGN.md, the
-#: loopback rule): never drawn as a reject vector, in any spelling.
+#: Addresses the implementation's test allowlist may legitimately cover (the suite's
+#: receiver listens on 127.0.0.1, which an implementation under test allowlists as
+#: public): never drawn as a reject vector, in any spelling.
 ALLOWLISTED: Final = frozenset({ipaddress.ip_address("127.0.0.1")})
 #: The discard port: where reject vectors aim (a vulnerable IUT really dials them).
 DISCARD_PORT: Final = 9
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+#: The requirement a broken callback URL rule in webhook.url also breaks (spec §2: the
+#: binding's url "Must satisfy the callback URL rules").
+WEBHOOK_URL_RULES: Final = "TARGET-BIND-03"
+
+
+def is_must(requirement_id: str) -> bool:
+    """Whether the catalog states *requirement_id* as a MUST (else an interpretation)."""
+    return load_catalog()[requirement_id].level is Level.MUST
+
+
+def case_ids(field: str, *ids: str) -> tuple[str, ...]:
+    """The ids a case that submits a URL in *field* cites.
+
+    With webhook.url, a URL that breaks only MUST rules also breaks TARGET-BIND-03; a URL
+    judged by an interpretation (a recent registry entry, a deprecated range) cites no MUST
+    in either field, so accepting it can only warn.
+    """
+    if field == "webhook.url" and all(is_must(i) for i in ids):
+        return (*ids, WEBHOOK_URL_RULES)
+    return ids
 
 
 # -- address ranges ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AddressRange:
-    """One entry of ``fixtures/special_purpose_addresses.yaml``."""
-
-    network: IPNetwork
-    name: str
-    rule: str
-    public: bool | None  # None: the registry says N/A (decided by an embedded address)
-
-    @property
-    def slug(self) -> str:
-        """A readable test id: ``private-10/8-10.0.0.0/8``."""
-        return f"{self.rule}-{self.network}"
-
-
-@cache
-def address_ranges() -> tuple[AddressRange, ...]:
-    """Every range of the address tables (IPv4, IPv6 and the extra non-public ones)."""
-    data = genapi_spec.load_fixture("special_purpose_addresses.yaml")
-    found: list[AddressRange] = []
-    for table in ("ipv4", "ipv6"):
-        for row in data[table]:
-            found.append(
-                AddressRange(
-                    ipaddress.ip_network(row["prefix"]),
-                    row["name"],
-                    row["rule"],
-                    row["globally_reachable"],
-                )
-            )
-    for row in data["extra"]:
-        found.append(
-            AddressRange(ipaddress.ip_network(row["prefix"]), row["name"], row["rule"], False)
-        )
-    return tuple(found)
-
-
-def _longest_match(address: IPAddress) -> AddressRange | None:
-    best: AddressRange | None = None
-    for entry in address_ranges():
-        if entry.network.version == address.version and address in entry.network:
-            if best is None or entry.network.prefixlen > best.network.prefixlen:
-                best = entry
-    return best
-
-
-#: Rules whose IPv6 form is an embedding of IPv4 (judged through what they carry).
-_EMBEDDING_RULES: Final = frozenset({"ipv4-mapped", "ipv4-compatible", "siit", "nat64", "6to4"})
-
-#: The requirement a non-public address of each rule breaks, by IP version. A rule not
-#: listed (IPv6 space merely "reserved by IETF") has no catalog statement: not drawn.
-_V4_RULE_IDS: Final = {
-    "this-network": "URL-UNSPEC-01",
-    "unspecified": "URL-UNSPEC-01",
-    "private-10/8": "URL-PRIV-01",
-    "private-172.16/12": "URL-PRIV-02",
-    "private-192.168/16": "URL-PRIV-03",
-    "cgnat": "URL-PRIV-04",
-    "loopback": "URL-LOOP-01",
-    "link-local": "URL-LINK-01",
-    "ietf-protocol": "URL-IANA-01",
-    "documentation": "URL-IANA-01",
-    "benchmarking": "URL-IANA-01",
-    "broadcast": "URL-IANA-01",
-    "multicast": "URL-MCAST-01",
-}
-_V6_RULE_IDS: Final = {
-    "loopback": "URL-LOOP-02",
-    "unspecified": "URL-UNSPEC-02",
-    "unique-local": "URL-PRIV-05",
-    "link-local": "URL-LINK-03",
-    "zone-id": "URL-LINK-03",
-    "metadata": "URL-LINK-04",
-    "ipv4-mapped": "URL-MAPPED-01",
-    "ipv4-compatible": "URL-MAPPED-02",
-    "siit": "URL-MAPPED-02",
-    "nat64": "URL-MAPPED-02",
-    "6to4": "URL-MAPPED-02",
-    "teredo": "URL-MAPPED-02",
-    "documentation": "URL-IANA-02",
-    "discard-only": "URL-IANA-02",
-    "dummy": "URL-IANA-02",
-    "benchmarking": "URL-IANA-02",
-    "ietf-protocol": "URL-IANA-02",
-    "srv6": "URL-IANA-02",
-    "multicast": "URL-MCAST-01",
-    "site-local": "URL-DEPR-01",
-}
-
-
-def range_requirement(entry: AddressRange) -> str | None:
-    """The catalog id a host in *entry* breaks (None: public, or no statement covers it)."""
-    if entry.public is not False:
-        return None
-    if entry.network.version == 4:
-        if entry.rule == "metadata":
-            # 169.254.169.254 is the metadata address the spec names; 100.100.100.200
-            # sits in the shared address space (URL-PRIV-04 names it).
-            return "URL-LINK-02" if entry.network.overlaps(_LINK_LOCAL_V4) else "URL-PRIV-04"
-        if entry.rule == "reserved":
-            return "URL-DEPR-01" if entry.network == _RELAY_ANYCAST else "URL-IANA-01"
-        return _V4_RULE_IDS.get(entry.rule)
-    if entry.rule == "reserved":
-        return None
-    return _V6_RULE_IDS.get(entry.rule)
-
-
-_LINK_LOCAL_V4: Final = ipaddress.ip_network("169.254.0.0/16")
-_RELAY_ANYCAST: Final = ipaddress.ip_network("192.88.99.0/24")
-
-
 def reject_ranges() -> list[AddressRange]:
-    """Non-public ranges to draw hosts from, each with a requirement (embeddings apart)."""
-    return [
-        entry
-        for entry in address_ranges()
-        if range_requirement(entry) is not None and entry.rule not in _EMBEDDING_RULES
-    ]
+    """The non-public ranges the suite draws hosts from: those that name a requirement."""
+    return [entry for entry in address_ranges() if entry.requirement is not None]
+
+
+def embedding_requirement(*, equivalent: bool) -> str:
+    """The requirement an IPv6 form of a non-public IPv4 address breaks: URL-MAPPED-01 for
+    the IPv4-mapped form (``equivalent``), the translated forms' one otherwise."""
+    (requirement,) = {e.requirement for e in embeddings() if e.equivalent is equivalent}
+    return requirement
 
 
 def _usable(address: IPAddress, entry: AddressRange, avoid: frozenset[IPAddress]) -> bool:
     """*address* is judged by *entry* itself (not a more specific entry) and not allowlisted."""
-    return address not in ALLOWLISTED and address not in avoid and _longest_match(address) == entry
+    return address not in ALLOWLISTED and address not in avoid and deciding_range(address) == entry
 
 
 def _addresses_in(entry: AddressRange, avoid: frozenset[IPAddress]) -> st.SearchStrategy[IPAddress]:
@@ -250,8 +176,8 @@ def _dotted(value: int) -> str:
 def ipv4_spellings(address: ipaddress.IPv4Address) -> st.SearchStrategy[tuple[str, bool]]:
     """Host spellings of *address*: ``(host, canonical)``, canonical for the dotted quad.
 
-    The forms glibc's inet_aton and the WHATWG URL parser read as the same address
-    (FACTS-webhooks-ssrf.md): one integer (decimal, hex), short forms (``a.b``,
+    The forms glibc's inet_aton and the WHATWG URL parser both read as the same
+    address: one integer (decimal, hex), short forms (``a.b``,
     ``a.b.c``), hex parts, a trailing dot, ideographic full stops. Leading-zero (octal)
     forms are left out on purpose: a parser that reads them as decimal lands on a public
     address.
@@ -424,7 +350,7 @@ FIELDS: Final[tuple[Literal["callback_url", "webhook.url"], ...]] = ("callback_u
 
 @dataclass(frozen=True)
 class UrlVector:
-    """One vector of ``fixtures/callback_urls.yaml``, with the requirement it exercises.
+    """One vector of ``fixtures/callback_urls.yaml`` that the suite submits.
 
     ``template`` still holds the placeholders (``{receiver}``...): :meth:`render` fills
     them in once the receiver runs.
@@ -434,7 +360,8 @@ class UrlVector:
     verdict: str
     rule: str
     why: str
-    requirement_ids: tuple[str, ...]
+    #: The catalog id the vector is judged by (its level: fail or warn).
+    requirement: str
     length: int | None = None
 
     @property
@@ -445,6 +372,12 @@ class UrlVector:
         if self.length is not None:
             shown = f"{shown.replace('{pad}', '')}({self.length}-chars)"
         return f"{self.rule}-{shown[:60]}-{'400' if self.verdict == 'reject' else 'accepted'}"
+
+    def context(self) -> str:
+        """Why the vector has its verdict, for a failure message: its ``why`` and, for an
+        address, the range that decides it (registry entry, RFC, year, ranking)."""
+        found = _judging_range(self.template)
+        return self.why if found is None else f"{self.why}; {found}"
 
     def render(self, receiver_base: str, canary_port: int | None = None) -> str:
         """The URL to submit: placeholders filled, local hosts aimed at the canary."""
@@ -471,145 +404,105 @@ def _host_of(template: str) -> str:
         return ""
 
 
+def _literal_address(host: str) -> IPAddress | None:
+    """The address a host literal names, numeric IPv4 spellings read as glibc does."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
+    except OSError:
+        return None
+
+
+def _judging_range(template: str) -> str | None:
+    """The range that decides a vector's host, described with its requirement."""
+    address = _literal_address(_host_of(template))
+    if address is None:
+        return None
+    entry = deciding_range(address)
+    if isinstance(address, ipaddress.IPv6Address) and (entry is None or not entry.requirement):
+        embedding = embedding_of(address)
+        if embedding is not None:
+            carried = embedding.carried(address)
+            inner = deciding_range(carried)
+            shown = inner.describe() if inner is not None else "a public address"
+            return f"{embedding.name} form of {carried}, in {shown}"
+    return None if entry is None else entry.judged()
+
+
 def _has_leading_zero_part(host: str) -> bool:
     return any(len(p) > 1 and p.startswith("0") and p[1:2].isdigit() for p in host.split("."))
 
 
-def _carried_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address any embedding form (mapped, translated, tunnelled) carries."""
-    value = int(address)
-    for network in _LOW32_FORMS:
-        if address in network:
-            return ipaddress.IPv4Address(value & 0xFFFFFFFF)
-    if address in _SIX_TO_FOUR:
-        return ipaddress.IPv4Address((value >> 80) & 0xFFFFFFFF)
-    if address in _TEREDO:
-        return ipaddress.IPv4Address(~value & 0xFFFFFFFF)
-    return None
-
-
-_LOW32_FORMS: Final = tuple(
-    ipaddress.IPv6Network(n)
-    for n in ("::ffff:0:0/96", "::/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48")
-)
-_SIX_TO_FOUR: Final = ipaddress.IPv6Network("2002::/16")
-_TEREDO: Final = ipaddress.IPv6Network("2001::/32")
-
-
 def _embeds_public_ipv4(host: str) -> bool:
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
+    address = _literal_address(host)
     if not isinstance(address, ipaddress.IPv6Address):
         return False
-    embedded = _carried_ipv4(address)
-    if embedded is None:
+    embedding = embedding_of(address)
+    if embedding is None:
         return False
-    match = _longest_match(embedded)
-    return match is None or match.public is True
+    entry = deciding_range(embedding.carried(address))
+    return entry is None or entry.public is True
 
 
-#: Vectors whose requirement is not the one their rule suggests (by template).
-_OVERRIDES: Final[dict[str, tuple[str, ...]]] = {
-    "http:/{receiver_authority}/repairable": ("URL-FORM-03",),
-    "http://%31%32%37.0.0.2:9/": ("URL-FORM-05",),
-    "http://127。0。0。2:9/": ("URL-FORM-06",),
-    "http://①②⑦.0.0.2:9/": ("URL-FORM-06",),
-    "http://169.254.43518:9/": ("URL-LINK-02",),
-    "http://192.88.99.1:9/": ("URL-DEPR-01",),
-    "{receiver}/len#{pad}": ("URL-LEN-03",),
-    "{receiver}/hook": ("URL-SCHEME-01",),
-    "{receiver}/hook?attempt=1&x=%2F": ("URL-SCHEME-01",),
-    "{receiver}/": ("URL-SCHEME-01",),
-    "{receiver}/p%C3%A4th/with%20escapes": ("URL-SCHEME-01",),
-    "HTTP://{receiver_authority}/upper-scheme": ("URL-SCHEME-04",),
-    "hTTp://{receiver_authority}/mixed-scheme": ("URL-SCHEME-04",),
-    "https://{receiver_authority}/tls": ("URL-SCHEME-02",),
-    "{receiver}/len?pad={pad}@2048": ("URL-LEN-01",),
-}
-
-_RULE_IDS: Final = {
-    "scheme": "URL-SCHEME-03",
-    "length": "URL-LEN-02",
-    "host-missing": "URL-RESOLVE-07",
-    "invalid-ip": "URL-FORM-05",
-    "syntax": "URL-FORM-05",
-    "backslash": "URL-FORM-05",
-    "port": "URL-FORM-02",
-    "characters": "URL-FORM-04",
-    "unresolvable": "URL-RESOLVE-01",
-}
-
-
-def vector_requirements(row: dict[str, Any]) -> tuple[str, ...] | None:
-    """The catalog ids a fixture vector exercises; None when the suite must not submit it.
-
-    Not submitted: public addresses (``deliverable: false``), vectors that need names
-    the suite does not serve (``requires``), ``localhost`` (URL-RESOLVE-06), spellings a
-    decimal-reading parser turns public, embeddings of a public address, and accepted
-    vectors no stated rule decides (userinfo, fragments, non-ASCII paths).
-    """
-    template = str(row.get("url") or row.get("url_template"))
-    if row.get("requires") or (row["verdict"] == "accept" and not row.get("deliverable")):
-        return None
-    key = template if row.get("length") != MAX_URL_LENGTH else f"{template}@{MAX_URL_LENGTH}"
-    if key in _OVERRIDES:
-        return _OVERRIDES[key]
-    if row["verdict"] == "accept":
-        return None
-    host = _host_of(template)
-    if host.lower().rstrip(".") == "localhost" or _has_leading_zero_part(host):
-        return None
+def _unsafe(row: dict[str, Any]) -> str | None:
+    """Why the suite must not submit a vector (None: it may)."""
+    host = _host_of(str(row.get("url") or row.get("url_template")))
+    if row.get("requires"):
+        return f"it requires {row['requires']}"
+    if row["verdict"] == "accept" and not row.get("deliverable"):
+        return "it is a public address that must never be contacted"
+    if host.rstrip(".") == "localhost":
+        return "localhost is legitimately accepted under a test allowlist (URL-RESOLVE-06)"
+    if _has_leading_zero_part(host):
+        return "a parser reading leading zeros as decimal turns it into a public address"
     if _embeds_public_ipv4(host):
-        return None
-    rule = str(row["rule"])
-    if rule in _RULE_IDS:
-        return (_RULE_IDS[rule],)
-    if rule == "host-syntax":
-        # Malformed names under .invalid: refused as malformed or as unresolvable.
-        return ("URL-RESOLVE-01",) if host.endswith(".invalid") else ("URL-FORM-05",)
-    if rule == "zone-id":
-        return ("URL-LINK-03",)
-    return _address_requirement(host, rule)
-
-
-def _address_requirement(host: str, rule: str) -> tuple[str, ...] | None:
-    try:
-        address: IPAddress = ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            address = ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
-        except OSError:
-            return None
-        if address.version == 4 and address.is_loopback:
-            return ("URL-LOOP-03",)  # a numeric alternative spelling of loopback
-    entry = _longest_match(address)
-    if entry is None:
-        return None
-    if entry.public is None or entry.rule in _EMBEDDING_RULES:
-        return (_V6_RULE_IDS[rule],) if rule in _V6_RULE_IDS else None
-    found = range_requirement(entry)
-    return None if found is None else (found,)
+        return "it embeds a public IPv4 address"
+    return None
 
 
 @cache
 def fixture_vectors() -> tuple[UrlVector, ...]:
-    """The fixture's vectors the suite submits, each with its requirement ids."""
+    """The fixture's vectors that name a requirement: those the suite submits.
+
+    Raises ValueError for a vector that names one but must not be submitted (see the
+    safety rules above): the fixture is wrong, not the implementation.
+    """
     data = genapi_spec.load_fixture("callback_urls.yaml")
     vectors: list[UrlVector] = []
     for row in data["vectors"]:
-        ids = vector_requirements(row)
-        if ids is None:
+        if "requirement" not in row:
             continue
+        template = str(row.get("url") or row.get("url_template"))
+        unsafe = _unsafe(row)
+        if unsafe is not None:
+            raise ValueError(
+                f"fixtures/callback_urls.yaml: {template!r} names {row['requirement']}, "
+                f"but the suite must not submit it: {unsafe}"
+            )
         vectors.append(
             UrlVector(
-                template=str(row.get("url") or row.get("url_template")),
+                template=template,
                 verdict=str(row["verdict"]),
                 rule=str(row["rule"]),
                 why=str(row["why"]),
-                requirement_ids=ids,
+                requirement=str(row["requirement"]),
                 length=row.get("length"),
             )
         )
     return tuple(vectors)
+
+
+def must_reject_vector(url: str) -> UrlVector:
+    """The reject vector *url*, whose requirement must be a MUST: a target every
+    implementation refuses, for checks of other rules that need an invalid callback target
+    (target selection). They may fail a MUST over it only because its own rule is one.
+    """
+    for vector in fixture_vectors():
+        if vector.template == url and vector.verdict == "reject":
+            if not is_must(vector.requirement):
+                raise ValueError(f"{url} is judged by an interpretation ({vector.requirement})")
+            return vector
+    raise LookupError(f"no reject vector {url!r} in fixtures/callback_urls.yaml")

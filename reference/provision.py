@@ -121,7 +121,9 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "base_url": config.base_url,
         "key_prefix": config.key_prefix,
         "api_version": API_VERSION,
-        "adapter": "reference",
+        # The console paths above are the reference's own (the spec shows none): the
+        # suite ships them as a declaration preset.
+        "adapter": {"preset": "reference"},
         "keys": keys,
         "sessions": sessions,
         "receiver": {"listen_host": "127.0.0.1", "listen_port": 0, "public_url": ""},

@@ -2,11 +2,13 @@
 an API key cannot call them)", §5.5 "Console-only operations need a signed-in session").
 
 Every console operation of the OpenAPI document is sent with an API key, with nothing,
-with tokens that are not valid session JWTs, and with the primary session. Operations
-on a webhook run against a real registered webhook of the primary account, created with
-the session for the check and deleted after it, so a refusal is not just a 404. The
-refusal status is not shown: the MUST checks accept any 4xx; 401 or 403 for an API key
-is an interpretation (CONSOLE-KEY-06).
+with tokens that are not valid session JWTs, and with the primary session. The webhook
+operations are sent as the profile's adapter declares them (path and body; the session
+token as a Bearer token or a cookie). Operations on a webhook run against a real
+registered webhook of the primary account, created with the session for the check and
+deleted after it, so a refusal is not just a 404. The refusal status is not shown: the
+MUST checks accept any 4xx; 401 or 403 for an API key is an interpretation
+(CONSOLE-KEY-06).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.adapters import Adapter
+from conformance.adapter_declaration import SPEC_WEBHOOK_OPERATIONS
+from conformance.adapters import Adapter, console_request, declared
 from conformance.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
@@ -35,6 +38,9 @@ from conformance.receiver import Endpoint
 
 #: The console operations the spec states (extensions are the reference's own).
 CONSOLE_OPERATIONS = [op for op in operations() if op.console]
+
+#: The adapter declaration's name of each console webhook operation of the spec.
+_DECLARED = {(spec["method"], spec["path"]): name for name, spec in SPEC_WEBHOOK_OPERATIONS.items()}
 
 #: Per operation: the requirement "an API key cannot call it" (spec §4 console table).
 _KEY_REFUSED = {
@@ -87,37 +93,51 @@ def webhook(api: ApiClient, endpoint: Endpoint, profile: Profile) -> Iterator[st
     delete_webhook(api, created)
 
 
-def _body(op: Operation, endpoint: Endpoint) -> dict[str, object] | None:
-    """POST /api/webhooks gets a valid body (the receiver's URL); the rest none."""
-    return {"url": endpoint.url} if op.has_body else None
+def _send(
+    api: ApiClient,
+    request: pytest.FixtureRequest,
+    op: Operation,
+    endpoint: Endpoint,
+    *,
+    role: str | None,
+    session: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    """Send *op* with these credentials: a webhook operation as the profile's adapter
+    declares it (a creation gets a valid body, the receiver's URL; an id is a fresh
+    webhook of the primary account), any other one (GET /api/tier) as the spec shows it."""
+    name = _DECLARED.get((op.method, op.path))
+    if name is None:
+        return api.request(op.method, op.path, role=role, session=session, headers=headers)
+    webhook_id = request.getfixturevalue("webhook") if "{" in op.path else None
+    return console_request(
+        api, name, role=role, session=session, headers=headers, id=webhook_id, url=endpoint.url
+    )
 
 
 def _listed(api: ApiClient) -> list[object]:
-    """Every value in the primary account's webhook list, read with the session: the
-    list's payload is not shown (§4), so an id or a URL counts as listed wherever it
-    appears. A list that cannot be read is a set-up error, not a verdict."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
+    """Every value in the primary account's webhook list, read with the session (the
+    declared list request): the list's payload is not shown (§4), so an id or a URL
+    counts as listed wherever it appears. A list that cannot be read is a set-up error,
+    not a verdict."""
+    response = console_request(api, "list_webhooks", session="primary")
     if not 200 <= response.status_code < 300:
-        raise SetupFailed(f"setup: GET /api/webhooks answered {describe(response)}")
+        raise SetupFailed(f"setup: the webhook list answered {describe(response)}")
     return json_values(response)
-
-
-def _path(request: pytest.FixtureRequest, op: Operation) -> str:
-    """The operation's path; an id in it is a fresh webhook of the primary account."""
-    if "{" not in op.path:
-        return op.path
-    webhook_id: str = request.getfixturevalue("webhook")
-    return op.url(id=webhook_id)
 
 
 def _cleanup_created(api: ApiClient, response: httpx.Response) -> None:
     """A webhook wrongly created by a refused credential is deleted with the session."""
-    if response.request.method != "POST" or response.request.url.path != "/api/webhooks":
+    create = declared(api.profile, "create_webhook")
+    if not create.matches(response.request.method, response.request.url.path):
         return
     if 200 <= response.status_code < 300 and "primary" in api.profile.sessions:
-        created = response.json()
-        if isinstance(created, dict) and "id" in created:
-            api.request("DELETE", f"/api/webhooks/{created['id']}", role="none", session="primary")
+        try:
+            webhook_id = create.read_id(response.json())
+        except ValueError:
+            return
+        if webhook_id is not None:
+            console_request(api, "delete_webhook", session="primary", id=webhook_id)
 
 
 def _b64url(data: bytes) -> str:
@@ -151,23 +171,23 @@ def test_console_operation_with_api_key_is_refused(
     """A console operation called with a valid API key (no session) is refused, with no
     effect (no webhook created, nothing sent, nothing deleted)."""
     requirement = _KEY_REFUSED[(op.method, op.path)]
-    path = _path(request, op)
-    response = api.request(op.method, path, json=_body(op, endpoint))
+    response = _send(api, request, op, endpoint, role=None)
     try:
         assert_refused(response, requirement, "the primary API key and no session")
     finally:
         _cleanup_created(api, response)
     if "primary" not in api.profile.sessions:
         return  # the effects are read with a session
-    if op.method == "POST" and op.path == "/api/webhooks":
+    name = _DECLARED.get((op.method, op.path))
+    if name == "create_webhook":
         assert endpoint.url not in _listed(api), (
             f"{requirement}: expected no webhook at {endpoint.url} after the refused "
             "create; the console lists one"
         )
-    elif op.method == "POST":
+    elif name == "test_webhook":
         endpoint.assert_quiet(1.0)  # a refused test sends nothing (CONSOLE-KEY-03)
-    elif op.method == "DELETE":
-        assert path.rsplit("/", 1)[-1] in _listed(api), (
+    elif name == "delete_webhook":
+        assert request.getfixturevalue("webhook") in _listed(api), (
             f"{requirement}: expected the webhook to survive the refused delete; "
             "the console no longer lists it"
         )
@@ -179,8 +199,7 @@ def test_console_operation_with_api_key_returns_401_or_403(
     api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
 ) -> None:
     """A console operation refuses an API key with 401 or 403."""
-    path = _path(request, op)
-    response = api.request(op.method, path, json=_body(op, endpoint))
+    response = _send(api, request, op, endpoint, role=None)
     try:
         assert_status_in(response, {401, 403}, "CONSOLE-KEY-06")
     finally:
@@ -195,14 +214,9 @@ def test_console_operation_with_api_key_returns_401_or_403(
 def test_console_operation_without_credentials_is_refused(
     api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
 ) -> None:
-    """A console operation with no Authorization header is refused."""
-    path = _path(request, op)
-    response = api.request(
-        op.method,
-        path,
-        role="none",
-        json=_body(op, endpoint),
-    )
+    """A console operation with no credentials (no Authorization header, no cookie) is
+    refused."""
+    response = _send(api, request, op, endpoint, role="none")
     try:
         assert_refused(response, "CONSOLE-SESSION-01", "no credentials")
     finally:
@@ -225,13 +239,9 @@ def test_console_operation_with_invalid_session_token_is_refused(
     tokens = _invalid_tokens(profile)
     if form not in tokens:
         pytest.skip("needs console: set sessions.primary.token in the profile (to forge from)")
-    path = _path(request, op)
-    response = api.request(
-        op.method,
-        path,
-        role="none",
-        headers={"Authorization": f"Bearer {tokens[form]}"},
-        json=_body(op, endpoint),
+    credential = profile.adapter.credential
+    response = _send(
+        api, request, op, endpoint, role="none", headers=credential.headers(tokens[form])
     )
     try:
         assert_refused(response, "CONSOLE-SESSION-02", f"an invalid session token ({form})")
@@ -246,14 +256,7 @@ def test_console_operation_with_session_is_served(
     api: ApiClient, endpoint: Endpoint, request: pytest.FixtureRequest, op: Operation
 ) -> None:
     """A console operation with the primary account's session is served."""
-    path = _path(request, op)
-    response = api.request(
-        op.method,
-        path,
-        role="none",
-        session="primary",
-        json=_body(op, endpoint),
-    )
+    response = _send(api, request, op, endpoint, role="none", session="primary")
     try:
         assert_not_refused_for_auth(response, "CONSOLE-SESSION-03", "the primary session")
         assert 200 <= response.status_code < 300, (
@@ -267,8 +270,8 @@ def test_console_operation_with_session_is_served(
 @pytest.mark.console
 @pytest.mark.requirement("CONSOLE-LOGIN-01")
 def test_console_session_from_login_is_served(api: ApiClient, adapter: Adapter) -> None:
-    """A session token obtained through the adapter's login, sent as "Authorization:
-    Bearer <JWT>", is served on a console path."""
+    """A session token obtained through the adapter's login, sent as the profile's adapter
+    declares (by default "Authorization: Bearer <JWT>"), is served on a console path."""
     adapter.login("primary")  # skips without sessions.primary email and password
     response = api.request("GET", "/api/tier", role="none", session="primary")
     assert_not_refused_for_auth(response, "CONSOLE-LOGIN-01", "the session from the login")

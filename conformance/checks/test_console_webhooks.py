@@ -2,12 +2,13 @@
 POST/GET /api/webhooks, POST /api/webhooks/{id}/test, DELETE /api/webhooks/{id}).
 
 Each check sends the console request under test by hand with the primary session and
-cleans up the webhooks it made. Console payloads are not shown (§4): the suite sends
-``{"url", "events"}`` and reads ``id``, ``secret`` to set up (HOOK-CREATE-01), but the
-checks of what the table states (create, list, delete) look for an id or a secret
-wherever it appears in the answer; that the list is a JSON array, or an object holding
-one, of items with id and url is CONSOLE-PAYLOAD-01. Every target is the check's own
-receiver endpoint.
+cleans up the webhooks it made. Console payloads are not shown (§4): each request is the
+profile's adapter declaration (``[adapter.create_webhook]`` …; undeclared, the suite
+sends ``{"url", "events"}`` and reads ``id``, ``secret`` to set up, HOOK-CREATE-01), but
+the checks of what the table states (create, list, delete) look for an id or a secret
+wherever it appears in the answer; that the list holds items with id and url where the
+declaration points (undeclared: a JSON array, or an object holding one) is
+CONSOLE-PAYLOAD-01. Every target is the check's own receiver endpoint.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.asserts import assert_status, assert_webhook_list, describe, json_values
+from conformance.adapter_declaration import Listed
+from conformance.adapters import console_request, declared
+from conformance.asserts import (
+    assert_status,
+    assert_webhook_list,
+    describe,
+    json_values,
+)
 from conformance.client import ApiClient
 from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
 from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT
+from conformance.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.receiver import Endpoint
 from conformance.secrets import Secret
 from conformance.signatures import verify_delivery
@@ -40,14 +48,23 @@ def _assert_2xx(response: httpx.Response, rule: str) -> None:
         )
 
 
-def _signing_secret(response: httpx.Response) -> str | None:
-    """The secret in a creation answer: its ``secret`` field, else any string starting
-    with whsec_ (the field name is not shown; the prefix is how the spec names it)."""
+def _signing_secret(response: httpx.Response, api: ApiClient) -> str | None:
+    """The secret in a creation answer: where the declaration points (by default its
+    ``secret`` field), else any string starting with whsec_ (the field name is not shown;
+    the prefix is how the spec names it)."""
     values = json_values(response)
-    body = values[0] if values else None
-    if isinstance(body, dict) and isinstance(body.get("secret"), str) and body["secret"]:
-        return str(body["secret"])
+    declared_secret = declared(api.profile, "create_webhook").read(
+        values[0] if values else None, "secret"
+    )
+    if isinstance(declared_secret, str) and declared_secret:
+        return declared_secret
     return next((v for v in values if isinstance(v, str) and v.startswith("whsec_")), None)
+
+
+def _listed(api: ApiClient, rule: str, session: str = "primary") -> list[Listed]:
+    """The session's webhooks as the console lists them (the declared list request)."""
+    response = console_request(api, "list_webhooks", session=session)
+    return assert_webhook_list(response, declared(api.profile, "list_webhooks"), rule)
 
 
 @pytest.fixture
@@ -63,16 +80,14 @@ def test_webhook_create_with_session_returns_whsec_secret(
     api: ApiClient, endpoint: Endpoint
 ) -> None:
     """POST /api/webhooks with a session creates a webhook and returns its whsec_ secret."""
-    response = api.request(
-        "POST", "/api/webhooks", role="none", session="primary", json={"url": endpoint.url}
-    )
+    response = console_request(api, "create_webhook", session="primary", url=endpoint.url)
     values = json_values(response)
     body = values[0] if values else None
-    # Deleted afterwards when the answer names its id the way the suite reads it.
-    made = body.get("id") if isinstance(body, dict) else None
+    # Deleted afterwards when the answer names its id where the declaration says.
+    made = declared(api.profile, "create_webhook").read_id(body)
     try:
         _assert_2xx(response, "CONSOLE-HOOK-01")
-        secret = _signing_secret(response)
+        secret = _signing_secret(response, api)
         if secret is None:
             fields = sorted(body) if isinstance(body, dict) else []
             fail(
@@ -83,7 +98,7 @@ def test_webhook_create_with_session_returns_whsec_secret(
         if not secret.startswith("whsec_"):
             fail("expected the signing secret to start with 'whsec_'", rule="HOOK-SECRET-01")
     finally:
-        if isinstance(made, str) and made:
+        if made is not None:
             delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
 
 
@@ -92,7 +107,7 @@ def test_webhook_list_with_session_includes_new_webhook(
     api: ApiClient, webhook: RegisteredWebhook
 ) -> None:
     """GET /api/webhooks with a session lists a webhook just created."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
+    response = console_request(api, "list_webhooks", session="primary")
     _assert_2xx(response, "CONSOLE-HOOK-02")
     assert webhook.id in json_values(response), (
         f"CONSOLE-HOOK-02: expected the new webhook's id {webhook.id} in the list, saw "
@@ -103,8 +118,13 @@ def test_webhook_list_with_session_includes_new_webhook(
 @pytest.mark.requirement("HOOK-SECRET-02")
 def test_webhook_list_never_shows_the_secret(api: ApiClient, webhook: RegisteredWebhook) -> None:
     """The whsec_ secret is returned once: the webhook list does not contain it."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert_status(response, 200, "HOOK-SECRET-02")
+    response = console_request(api, "list_webhooks", session="primary")
+    listing = declared(api.profile, "list_webhooks")
+    if response.status_code not in {200, *listing.status}:
+        raise SetupFailed(
+            f"setup: the webhook list answered {describe(response)}: no list to look in "
+            "(CONSOLE-HOOK-02 judges the list)"
+        )
     assert webhook.secret.reveal() not in response.text, (
         "HOOK-SECRET-02: expected the whsec_ secret only in the creation response; "
         "GET /api/webhooks contains it"
@@ -116,9 +136,7 @@ def test_webhook_test_with_session_sends_a_delivery(
     api: ApiClient, endpoint: Endpoint, webhook: RegisteredWebhook
 ) -> None:
     """POST /api/webhooks/{id}/test with a session sends a delivery to the webhook's URL."""
-    response = api.request(
-        "POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary"
-    )
+    response = console_request(api, "test_webhook", session="primary", id=webhook.id)
     _assert_2xx(response, "CONSOLE-HOOK-03")
     endpoint.wait_for(1, timeout=15.0)  # one attempt, within the 10 s timeout (§6)
 
@@ -128,7 +146,7 @@ def test_webhook_test_delivery_is_a_signed_envelope(
     api: ApiClient, endpoint: Endpoint, webhook: RegisteredWebhook
 ) -> None:
     """A test delivery is a POST with the §6 headers, signed with the webhook's secret."""
-    api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary")
+    console_request(api, "test_webhook", session="primary", id=webhook.id)
     delivery = endpoint.wait_for(1, timeout=15.0)[0]
     expected = delivery.wire.delivery_headers
     missing = [name for name in expected if name not in delivery.headers]
@@ -146,10 +164,10 @@ def test_webhook_delete_with_session_removes_it_from_the_list(
 ) -> None:
     """DELETE /api/webhooks/{id} with a session deletes it: it is no longer listed."""
     created = register_webhook(api, endpoint.url)
-    response = api.request("DELETE", f"/api/webhooks/{created.id}", role="none", session="primary")
+    response = console_request(api, "delete_webhook", session="primary", id=created.id)
     try:
         _assert_2xx(response, "CONSOLE-HOOK-05")
-        listing = api.request("GET", "/api/webhooks", role="none", session="primary")
+        listing = console_request(api, "list_webhooks", session="primary")
         _assert_2xx(listing, "CONSOLE-HOOK-05")
         assert created.id not in json_values(listing), (
             f"CONSOLE-HOOK-05: expected the deleted webhook {created.id} gone from the list, "
@@ -177,19 +195,17 @@ def test_other_account_session_cannot_see_test_or_delete_a_webhook(
     api: ApiClient, webhook: RegisteredWebhook, endpoint: Endpoint
 ) -> None:
     """The second account's session neither lists, tests nor deletes the primary's webhook."""
-    listing = api.request("GET", "/api/webhooks", role="none", session="second")
-    ids = [str(item.get("id")) for item in assert_webhook_list(listing, "CONSOLE-HOOK-07")]
-    tested = api.request("POST", f"/api/webhooks/{webhook.id}/test", role="none", session="second")
-    deleted = api.request("DELETE", f"/api/webhooks/{webhook.id}", role="none", session="second")
+    ids = [item.id for item in _listed(api, "CONSOLE-HOOK-07", session="second")]
+    tested = console_request(api, "test_webhook", session="second", id=webhook.id)
+    deleted = console_request(api, "delete_webhook", session="second", id=webhook.id)
     seen = {"listed": webhook.id in ids, "test": tested.status_code, "delete": deleted.status_code}
     assert seen == {"listed": False, "test": 404, "delete": 404}, (
         f"CONSOLE-HOOK-07: expected not listed, test 404, delete 404; saw {seen}"
     )
     assert not endpoint.deliveries, "CONSOLE-HOOK-07: the foreign test request sent a delivery"
-    still = api.request("GET", "/api/webhooks", role="none", session="primary")
-    assert webhook.id in [
-        str(i.get("id")) for i in assert_webhook_list(still, "CONSOLE-HOOK-07")
-    ], "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
+    assert webhook.id in [item.id for item in _listed(api, "CONSOLE-HOOK-07")], (
+        "CONSOLE-HOOK-07: the foreign delete removed the primary account's webhook"
+    )
 
 
 @pytest.mark.requirement("CONSOLE-PAYLOAD-01")
@@ -197,13 +213,15 @@ def test_console_webhook_payloads_are_json_with_id_and_url(
     api: ApiClient, webhook: RegisteredWebhook, endpoint: Endpoint
 ) -> None:
     """The webhook list is JSON (an array, or an object holding one) of items with id and url."""
-    response = api.request("GET", "/api/webhooks", role="none", session="primary")
+    listing = declared(api.profile, "list_webhooks")
+    response = console_request(api, "list_webhooks", session="primary")
     assert "json" in response.headers.get("content-type", ""), (
         f"CONSOLE-PAYLOAD-01: expected a JSON list, saw {response.headers.get('content-type')!r}"
     )
-    items = assert_webhook_list(response, "CONSOLE-PAYLOAD-01")
-    mine = [item for item in items if item.get("id") == webhook.id]
-    assert mine and mine[0].get("url") == endpoint.url, (
-        f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} and url {endpoint.url}; "
-        f"saw {json.dumps(mine)[:300]}"
+    items = assert_webhook_list(response, listing, "CONSOLE-PAYLOAD-01")
+    mine = [item for item in items if item.id == webhook.id]
+    assert mine and mine[0].url == endpoint.url, (
+        f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} at "
+        f"{listing.where('item_id')} and url {endpoint.url} at {listing.where('item_url')}; "
+        f"saw {json.dumps([item.item for item in mine])[:300]}"
     )

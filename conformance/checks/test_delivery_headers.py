@@ -18,10 +18,11 @@ from urllib.parse import parse_qsl
 import pytest
 
 from conformance.events import EventLab, Generated, Scenario, event_lab
-from conformance.profile import DELIVERY_HEADER_NAMES, Profile
+from conformance.profile import Profile
 from conformance.receiver import Delivery, Receiver
 from conformance.secrets import Redactor
 from conformance.signatures import SignatureFormatError, parse_signature_header
+from conformance.wire import DELIVERY_HEADER_NAMES
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import pytest
 
+from conformance.adapters import console_request
 from conformance.asserts import assert_delivery_list, assert_status, describe
 from conformance.client import ApiClient, Recorder
 from conformance.deliveries import OUTCOMES, submit_with_target, wait_for_record
@@ -212,9 +213,7 @@ def crowded(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterato
     try:
         webhook = register_webhook(client, endpoint.url)
         for sent in range(OVER_MAX):
-            response = client.request(
-                "POST", f"/api/webhooks/{webhook.id}/test", role="none", session="primary"
-            )
+            response = console_request(client, "test_webhook", session="primary", id=webhook.id)
             if not 200 <= response.status_code < 300:
                 raise SetupFailed(f"set-up: test delivery {sent + 1} answered {describe(response)}")
         yield f"/v1/webhooks/{webhook.id}/deliveries"

@@ -2,8 +2,9 @@
 "API key", §5.2, §5.4, §8 "Active keys per account: 10").
 
 Creating, viewing and revoking keys are console operations whose requests the spec does
-not show (§5.4), so these checks go through the profile's adapter (the reference's
-console paths when ``adapter = "reference"``) and skip without one; what the keys then
+not show (§5.4), so these checks go through the profile's adapter (its ``[adapter]``
+declaration; the reference's console with ``preset = "reference"``) and skip without
+one; what the keys then
 do is checked with ordinary /v1 requests. Keys are created in the primary account one
 or two at a time and revoked at the end of each check; the limit checks (destructive)
 fill the *second* account instead, so no other check finds the primary account full.
@@ -51,11 +52,6 @@ def _created_key(
         adapter.revoke_key(session, created.id)
 
 
-def _last_status(api: ApiClient) -> int | None:
-    """The status of the last exchange the check recorded (an adapter call's answer)."""
-    return api.recorder.exchanges[-1].status if api.recorder.exchanges else None
-
-
 # -- the secret value -------------------------------------------------------------------
 
 
@@ -82,10 +78,11 @@ def test_keys_of_every_account_share_one_prefix(profile: Profile) -> None:
         pytest.skip("needs keys of two accounts (e.g. [keys.foreign] with account = 'second')")
     primary = profile.key("primary").key.reveal()
     head, underscore, _ = primary.partition("_")
-    # Only the prefix is ever quoted: the rest of a key is its secret.
-    assert underscore and len(head) <= 16, (
-        "KEY-PREFIX-02: expected the primary key to start with a short prefix and '_'"
-    )
+    # Only the prefix is ever quoted: the rest of a key is its secret. The spec gives the
+    # prefix no length; a primary key without a short head before "_" shows no prefix to
+    # compare (KEY-PREFIX-01 judges the profile's key_prefix).
+    if not underscore or len(head) > 16:
+        pytest.skip("the primary key shows no short prefix before '_' to compare with")
     prefix = head + "_"
     wrong = sorted(
         f"{role} (account {k.account})"
@@ -117,7 +114,7 @@ def test_created_key_is_returned_in_full_and_authenticates_at_once(
     served."""
     with _created_key(adapter, _name("create"), ["images:generate"]) as created:
         response = api.request("GET", TIER, role="none", headers=_bearer(created))
-        assert_not_refused_for_auth(response, "KEY-ONCE-01/KEY-CREATE-01", "the key just created")
+        assert_not_refused_for_auth(response, None, "the key just created")
 
 
 @pytest.mark.requirement("KEY-ONCE-02")
@@ -128,11 +125,26 @@ def test_key_detail_and_v1_responses_never_show_the_key(api: ApiClient, adapter:
         detail = adapter.key_detail("primary", created.id)
         tier = api.request("GET", TIER, role="none", headers=_bearer(created))
         places = {
-            "the key detail view": json.dumps(detail),
+            "the key detail view": json.dumps(detail.body),
             f"GET {TIER}": tier.text + json.dumps(dict(tier.headers)),
         }
         shown = sorted(where for where, text in places.items() if value in text)
         assert not shown, f"KEY-ONCE-02: expected the full key shown only once; also in {shown}"
+
+
+@pytest.mark.requirement("KEY-ONCE-02")
+def test_key_list_never_shows_the_key(adapter: Adapter) -> None:
+    """After creation, the console's key list shows the new key but not its secret."""
+    with _created_key(adapter, _name("listed"), ["images:generate"]) as created:
+        listing = adapter.list_keys("primary")
+        if created.id not in listing.ids:
+            raise AdapterError(
+                f"list the keys: the key just created ({created.id}) is not in the list; "
+                "check the profile's [adapter.list_keys] list and item_id"
+            )
+        assert created.key.reveal() not in json.dumps(listing.body), (
+            "KEY-ONCE-02: expected the full key shown only once; the key list shows it"
+        )
 
 
 @pytest.mark.requirement("KEY-VIEW-01", "KEY-NAME-01")
@@ -142,13 +154,14 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
     name = _name("view")
     with _created_key(adapter, name, scopes) as created:
         detail = adapter.key_detail("primary", created.id)
-        assert detail.get("name") == name, (
-            f"KEY-NAME-01: expected the detail view to show the name {name!r}, "
-            f"saw {detail.get('name')!r}"
+        assert detail.name == name, (
+            f"KEY-NAME-01: expected the detail view to show the name {name!r}, saw {detail.name!r}"
         )
-        assert sorted(detail.get("scopes") or []) == sorted(scopes), (
+        assert isinstance(detail.scopes, list) and sorted(map(str, detail.scopes)) == sorted(
+            scopes
+        ), (
             f"KEY-VIEW-01: expected the detail view to show the scopes {sorted(scopes)}, "
-            f"saw {detail.get('scopes')!r}"
+            f"saw {detail.scopes!r}"
         )
 
 
@@ -158,7 +171,7 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
 def _scope_cases() -> list[object]:
     cases: list[object] = []
     for scope in SCOPES:
-        ids = ["SCOPE-NAMES-01", "KEY-SCOPE-01"]
+        ids = ["SCOPE-NAMES-01"]
         if scope in DASHBOARD_SCOPES:
             ids.append("SCOPE-NAMES-02")
         cases.append(pytest.param(scope, id=scope, marks=pytest.mark.requirement(*ids)))
@@ -173,8 +186,18 @@ def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> N
             detail = adapter.key_detail("primary", created.id)
     except AdapterError as error:
         pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
-    assert detail.get("scopes") == [scope], (
-        f"KEY-SCOPE-01: expected the key to carry exactly [{scope!r}], saw {detail.get('scopes')!r}"
+    assert detail.scopes == [scope], (
+        f"SCOPE-NAMES-01: expected the key to carry exactly [{scope!r}], saw {detail.scopes!r}"
+    )
+
+
+@pytest.mark.requirement("KEY-SCOPE-01")
+def test_key_scopes_are_scope_names(adapter: Adapter) -> None:
+    """A key's scopes (its detail view) are one or more of the five scope names."""
+    with _created_key(adapter, _name("scopes"), list(DASHBOARD_SCOPES)) as created:
+        scopes = adapter.key_detail("primary", created.id).scopes
+    assert isinstance(scopes, list) and scopes and all(s in SCOPES for s in scopes), (
+        f"KEY-SCOPE-01: expected one or more of the scope names {list(SCOPES)}, saw {scopes!r}"
     )
 
 
@@ -182,14 +205,12 @@ def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> N
 @pytest.mark.parametrize(
     "scopes", [pytest.param([], id="no-scope"), pytest.param(["images:delete"], id="unknown-scope")]
 )
-def test_key_creation_with_invalid_scopes_is_refused(
-    api: ApiClient, adapter: Adapter, scopes: list[str]
-) -> None:
+def test_key_creation_with_invalid_scopes_is_refused(adapter: Adapter, scopes: list[str]) -> None:
     """Creating a key with no scope or an unknown scope name is refused with a 4xx."""
     try:
         created = adapter.create_key("primary", _name("bad-scopes"), scopes)
-    except AdapterError:
-        status = _last_status(api)
+    except AdapterError as error:
+        status = error.status
         assert status is not None and 400 <= status < 500, (
             f"KEY-SCOPE-02: expected a 4xx refusal of scopes {scopes}, saw {status}"
         )
@@ -218,18 +239,18 @@ def test_key_is_refused_on_first_request_after_revocation(api: ApiClient, adapte
 
 
 @contextmanager
-def _filled_account(api: ApiClient, adapter: Adapter) -> Iterator[tuple[list[CreatedKey], int]]:
+def _filled_account(adapter: Adapter) -> Iterator[tuple[list[CreatedKey], bool]]:
     """Create keys in the second account until one is refused (at most 11 tries, enough
-    to pass 10 from an empty account); yields the keys made and the refused status
-    (0 when none was refused). Every key made is revoked at the end."""
+    to pass 10 from an empty account); yields the keys made and whether a creation was
+    refused. Every key made is revoked at the end."""
     made: list[CreatedKey] = []
-    refused = 0
+    refused = False
     try:
         for _ in range(KEY_LIMIT + 1):
             try:
                 made.append(adapter.create_key("second", _name("limit"), ["images:generate"]))
             except AdapterError:
-                refused = _last_status(api) or 0
+                refused = True
                 break
         yield made, refused
     finally:
@@ -239,15 +260,13 @@ def _filled_account(api: ApiClient, adapter: Adapter) -> Iterator[tuple[list[Cre
 
 @pytest.mark.destructive
 @pytest.mark.requirement("KEY-LIMIT-01")
-def test_account_with_ten_active_keys_refuses_another(api: ApiClient, adapter: Adapter) -> None:
-    """Creating keys in one account is refused (4xx) before it holds more than 10."""
-    with _filled_account(api, adapter) as (made, refused):
+def test_account_with_ten_active_keys_refuses_another(adapter: Adapter) -> None:
+    """Creating keys in one account is refused before it holds more than 10 (the spec
+    shows no status for the refusal: any answer that creates no key is one)."""
+    with _filled_account(adapter) as (made, refused):
         assert refused, (
             f"KEY-LIMIT-01: expected a refusal before an account holds more than {KEY_LIMIT} "
             f"active keys; {len(made)} keys were created in one account without one"
-        )
-        assert 400 <= refused < 500, (
-            f"KEY-LIMIT-01: expected the 11th active key to be refused with a 4xx, saw {refused}"
         )
         # The refused attempt created nothing: the account is still full.
         try:
@@ -260,9 +279,9 @@ def test_account_with_ten_active_keys_refuses_another(api: ApiClient, adapter: A
 
 @pytest.mark.destructive
 @pytest.mark.requirement("KEY-LIMIT-03")
-def test_revoked_key_frees_a_place_under_the_limit(api: ApiClient, adapter: Adapter) -> None:
+def test_revoked_key_frees_a_place_under_the_limit(adapter: Adapter) -> None:
     """In a full account, revoking one key lets one more be created."""
-    with _filled_account(api, adapter) as (made, refused):
+    with _filled_account(adapter) as (made, refused):
         if not refused or not made:
             pytest.skip("the account could not be filled (KEY-LIMIT-01 reports why)")
         freed = made.pop()
@@ -272,5 +291,5 @@ def test_revoked_key_frees_a_place_under_the_limit(api: ApiClient, adapter: Adap
         except AdapterError as error:
             pytest.fail(
                 f"KEY-LIMIT-03: expected a revoked key to free a place; creating one more "
-                f"was refused ({error}; last status {_last_status(api)})"
+                f"was refused ({error})"
             )

@@ -170,6 +170,8 @@ def test_redeliver_answer_gives_new_attempts_result(
     """The answer's status_code is the target's status for the new attempt; outcome is
     delivered exactly when that status is a 2xx."""
     redelivered: Redelivered = request.getfixturevalue(name)
+    if redelivered.arrival is None:
+        pytest.skip("no new attempt reached the target, so it has no result (REDLV-STATE-01)")
     answer = redelivered.answer()
     seen = (answer.get("status_code"), answer.get("outcome")) if isinstance(answer, dict) else None
     delivered = 200 <= status < 300
@@ -184,6 +186,8 @@ def test_redeliver_answer_gives_new_attempts_result(
 @pytest.mark.requirement("REDLV-STATE-04")
 def test_record_delivered_after_successful_redelivery(lab: Chains, ok: Redelivered) -> None:
     """After a successful redelivery the delivery record's outcome is delivered."""
+    if ok.arrival is None:
+        pytest.skip("no redelivery reached the target (REDLV-STATE-01 judges that)")
     record = wait_for_record(
         lab.client,
         ok.chain.generation(),

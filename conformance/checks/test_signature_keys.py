@@ -148,7 +148,7 @@ def test_key_detail_view_shows_signing_secret(
     detail = adapter.key_detail("primary", key_id)
     generated = lab.get(INLINE)
     delivery = generated.first
-    verifying = [value for value in _strings(detail) if verify_delivery(delivery, value).ok]
+    verifying = [value for value in _strings(detail.body) if verify_delivery(delivery, value).ok]
     assert verifying, (
         "SIG-KEY-04: expected the key detail view to show the secret that signs the key's "
         f"deliveries; none of its values verifies {generated.describe()}"

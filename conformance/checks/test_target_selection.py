@@ -28,13 +28,18 @@ from conformance.events import (
 from conformance.operations import SUBMIT_PROMPT
 from conformance.profile import Profile
 from conformance.receiver import Endpoint
+from conformance.strategies import must_reject_vector
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
 UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
-#: A callback target every implementation must refuse (spec §4: private range → 400).
-BAD_CALLBACK: Final = "http://10.0.0.1:9/conformance"
+#: A callback target every implementation must refuse (spec §4: "Loopback, private ranges
+#: and link-local addresses ... are rejected"): a fixture vector whose own requirement is a
+#: MUST, so that a MUST of target selection never rests on an interpretation of the URL
+#: rules (a recent registry entry, say).
+BAD_VECTOR: Final = must_reject_vector("http://10.0.0.1:9/")
+BAD_CALLBACK: Final = BAD_VECTOR.template
 #: How long a losing target is watched after the winner's delivery arrived.
 QUIET_SECONDS: Final = 1.0
 #: Usage readings around a refused submit: a reading that moved may be another check's

@@ -3,8 +3,9 @@
 The spec states the callback URL rules for callback_url and webhook.url; registering a
 private target through the console would bypass them, so the suite reads them as
 applying to POST /api/webhooks too (an interpretation: a failing check only warns). The
-payload of POST /api/webhooks is not shown; the suite sends ``{"url": ...}``, as for the
-other console checks (conformance.events.register_webhook).
+payload of POST /api/webhooks is not shown; the suite sends what the profile's
+``[adapter.create_webhook]`` declares (by default ``{"url": ...}``), as for the other
+console checks (conformance.events.register_webhook).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Final
 
 import pytest
 
+from conformance.adapters import console_request, declared
 from conformance.asserts import describe
 from conformance.client import ApiClient
 from conformance.profile import Profile
@@ -40,11 +42,15 @@ def test_url_registered_webhook_breaking_rule_refused(
     local = iut_on_this_machine(profile.base_url, profile.receiver.public_url)
     authority = receiver.url_for("").split("//", 1)[1]
     url = aim(template.replace("{receiver}", authority), canary.port if local else None)
-    response = api.request("POST", "/api/webhooks", session="primary", json={"url": url})
-    created = response.json() if response.status_code in (200, 201) else None
-    if isinstance(created, dict) and isinstance(created.get("id"), str):
+    response = console_request(api, "create_webhook", session="primary", url=url)
+    if 200 <= response.status_code < 300:
         # Accepted by mistake: remove it so it receives nothing later.
-        api.request("DELETE", f"/api/webhooks/{created['id']}", session="primary")
+        try:
+            webhook_id = declared(profile, "create_webhook").read_id(response.json())
+        except ValueError:
+            webhook_id = None
+        if webhook_id is not None:
+            console_request(api, "delete_webhook", session="primary", id=webhook_id)
     assert 400 <= response.status_code < 500, (
         f"HOOK-URL-01: expected POST /api/webhooks with url={url!r} to be refused (4xx), "
         f"saw {describe(response)}"

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 import pytest
 
 from conformance import findings
+from conformance.adapter_declaration import UNDECLARED_FIX
 from conformance.catalog import Catalog
-from conformance.profile import Profile
+from conformance.profile import CapabilityMissing, Profile
 
 from .allure import allure_labels
 from .citations import REQUIREMENTS_KEY
@@ -56,6 +57,6 @@ def missing_capability(needs: set[str], profile: Profile) -> str | None:
         return "needs dns: add a [dns] table (server, domain) to the profile"
     if "console" in needs and not profile.sessions:
         return "needs console: add [sessions.primary] with token (or token_env) to the profile"
-    if "adapter" in needs and profile.adapter == "none":
-        return 'needs adapter: set adapter = "reference" (or an adapter for this target)'
+    if "adapter" in needs and not profile.adapter.declared:
+        return str(CapabilityMissing("adapter", UNDECLARED_FIX))
     return None

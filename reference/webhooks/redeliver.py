@@ -64,6 +64,11 @@ REDELIVER_ANSWERS_RECORDED_STATUS = Fault(
     "REDLV-STATE-03",
     "redeliver answers the record's previous outcome and status, not the new attempt's",
 )
+REDELIVERY_OUTCOME_KEPT = Fault(
+    "redelivery-outcome-kept",
+    "REDLV-STATE-04",
+    "a successful redelivery leaves the record's outcome as it was (exhausted or failed)",
+)
 
 
 #: Redeliverable states (spec §3: "exhausted or failed").
@@ -139,12 +144,23 @@ class Redelivery:
             trigger="redeliver",
             record_id=row.id,
         )
+        if self.faults.on(REDELIVERY_OUTCOME_KEPT):
+            # Fault: the record keeps the state it had, whatever the new attempt's result.
+            await run_db(_restore_outcome, self.store, row.id, row.outcome)
         if self.faults.on(REDELIVER_ANSWER_BARE):
             return {"id": delivery_id, "result": result.view()}
         if self.faults.on(REDELIVER_ANSWERS_RECORDED_STATUS):
             # Fault: the answer is the record as it was, not the new attempt's result.
             return {"id": delivery_id, "outcome": row.outcome, "status_code": row.status_code}
         return manual_answer(delivery_id, result)
+
+
+def _restore_outcome(store: Store, delivery_id: str, outcome: str) -> None:
+    """Fault REDELIVERY_OUTCOME_KEPT: put the record's outcome back as it was."""
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE webhook_deliveries SET outcome = ? WHERE id = ?", (outcome, delivery_id)
+        )
 
 
 def _generation_id_of(body: bytes) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from conformance.adapter_declaration import parse_declaration
 from conformance.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
@@ -18,6 +19,9 @@ from conformance.asserts import (
 from conformance.client import ApiClient, Recorder
 from conformance.operations import SetupFailed
 from conformance.profile import CapabilityMissing, parse_profile
+
+#: The declaration of a profile without [adapter]: the spec's webhook paths.
+UNDECLARED = parse_declaration(None)[0]
 
 
 def response(
@@ -83,8 +87,11 @@ def test_assert_not_refused_for_auth_rejects_auth_refusals_and_server_errors(sta
     ids=["array", "webhooks-object", "data-object"],
 )
 def test_assert_webhook_list_accepts_an_array_or_an_object_holding_one(body: str) -> None:
-    items = assert_webhook_list(response(200, body, path="/api/webhooks"), "CONSOLE-HOOK-02")
-    assert items == [{"id": "wh_1", "url": "http://h/"}]
+    listing = UNDECLARED.operations["list_webhooks"]
+    items = assert_webhook_list(
+        response(200, body, path="/api/webhooks"), listing, "CONSOLE-HOOK-02"
+    )
+    assert [(item.id, item.url) for item in items] == [("wh_1", "http://h/")]
 
 
 @pytest.mark.parametrize(
@@ -92,7 +99,11 @@ def test_assert_webhook_list_accepts_an_array_or_an_object_holding_one(body: str
 )
 def test_assert_webhook_list_rejects_what_is_not_a_list(status: int, body: str) -> None:
     with pytest.raises(AssertionError, match="CONSOLE-HOOK-02"):
-        assert_webhook_list(response(status, body, path="/api/webhooks"), "CONSOLE-HOOK-02")
+        assert_webhook_list(
+            response(status, body, path="/api/webhooks"),
+            UNDECLARED.operations["list_webhooks"],
+            "CONSOLE-HOOK-02",
+        )
 
 
 _USAGE_PROFILE = """

@@ -15,13 +15,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from conformance.adapters import (
-    AdapterError,
-    CapabilityMissing,
-    NoAdapter,
-    ReferenceAdapter,
-    make_adapter,
-)
+from conformance.adapters import AdapterError, make_adapter
 from conformance.client import (
     EXCHANGES_KEY,
     MAX_429_SECONDS,
@@ -31,7 +25,7 @@ from conformance.client import (
     parse_retry_after,
 )
 from conformance.evidence import Exchange, default_env_var
-from conformance.profile import Profile, parse_profile
+from conformance.profile import CapabilityMissing, Profile, parse_profile
 
 PRIMARY = "gk_CLIENTcanary0primary0key000001"
 LIMITED = "gk_CLIENTcanary0limited0key000002"
@@ -45,7 +39,6 @@ ALL_SECRETS = (PRIMARY, LIMITED, SIGNING, TOKEN, PASSWORD, CREATED, CREATED_SIGN
 PROFILE = f"""
 base_url = "http://127.0.0.1:9"
 key_prefix = "gk"
-adapter = "reference"
 [keys.primary]
 key = "{PRIMARY}"
 scopes = ["images:generate"]
@@ -105,6 +98,80 @@ def test_role_selects_the_key(profile: Profile) -> None:
     assert explicit.json()["authorization"] == "Bearer gk_forged"
     assert len(recorder.exchanges) == 5
     assert not leaks(recorder)
+
+
+COOKIE_PROFILE = (
+    PROFILE
+    + """
+[adapter.credential]
+scheme = "cookie"
+cookie = "console_sid"
+[adapter.create_key]
+path = "/console/credentials"
+body = { label = "{name}" }
+id = "/data/ref"
+key = "/data/value"
+"""
+)
+
+
+def test_session_travels_as_the_declared_cookie(profile: Profile) -> None:
+    cookie_profile = parse_profile(COOKIE_PROFILE, env={})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "cookie": request.headers.get("cookie"),
+                "auth": request.headers.get("authorization"),
+            },
+        )
+
+    client, recorder, _ = make_client(cookie_profile, handler)
+    assert client.get("/api/x", session="primary").json() == {
+        "cookie": f"console_sid={TOKEN}",
+        "auth": None,
+    }
+    assert client.get("/v1/x").json()["auth"] == f"Bearer {PRIMARY}"  # keys stay Bearer
+    bearer_client, _, _ = make_client(profile, handler)
+    assert bearer_client.get("/api/x", session="primary").json()["auth"] == f"Bearer {TOKEN}"
+    assert not leaks(recorder)
+
+
+def test_a_cookie_set_by_one_answer_is_never_sent_with_the_next(profile: Profile) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={"cookie": request.headers.get("cookie")},
+            headers={"Set-Cookie": "console_sid=CLIENTcanary0setcookie; Path=/"},
+        )
+
+    client, _, _ = make_client(profile, handler)
+    client.get("/api/first", role="none")
+    assert client.get("/api/second", role="none").json()["cookie"] is None
+
+
+def test_secrets_where_the_declaration_points_are_masked_in_the_record() -> None:
+    """A key under a field name the redactor does not know, and the session cookie, are
+    learned before the exchange is recorded."""
+    cookie_profile = parse_profile(COOKIE_PROFILE, env={})
+    unusual = "CLIENTcanary0unusual0field0name07"
+    cookie = "CLIENTcanary0session0cookie00008"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            201,
+            json={"data": {"ref": "c_1", "value": unusual}},
+            headers={"Set-Cookie": f"console_sid={cookie}; HttpOnly"},
+        )
+
+    client, recorder, _ = make_client(cookie_profile, handler)
+    client.post("/base/console/credentials", session="primary", json={"label": "n"})
+    client.get("/v1/echo", headers={"X-Echo": f"{unusual} {cookie}"})
+    texts = [json.dumps(e.to_dict()) for e in recorder.exchanges]
+    assert not [t for t in texts if unusual in t or cookie in t]
+    assert "[redacted:adapter.create_key.key]" in texts[0]
+    assert "[redacted:adapter.credential.console_sid]" in texts[0]
 
 
 def test_missing_role_or_session_token_is_a_capability(profile: Profile) -> None:
@@ -316,95 +383,6 @@ def test_exchanges_key_is_a_stash_key() -> None:
     }
 
 
-# -- adapters -------------------------------------------------------------------------
-
-
-class FakeConsole:
-    """The reference's console paths as ARCHITECTURE.md describes them."""
-
-    def __init__(self) -> None:
-        self.revoked: list[str] = []
-        self.authorizations: list[str | None] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.authorizations.append(request.headers.get("authorization"))
-        path, method = request.url.path, request.method
-        if (method, path) == ("POST", "/api/session"):
-            body = json.loads(request.content)
-            if body["password"] != PASSWORD:
-                return httpx.Response(401, json={"detail": "wrong password"})
-            return httpx.Response(200, json={"token": TOKEN + "x", "expires_at": "later"})
-        if request.headers.get("authorization") not in (f"Bearer {TOKEN}", f"Bearer {TOKEN}x"):
-            return httpx.Response(401, json={"detail": "log in"})
-        if (method, path) == ("POST", "/api/keys"):
-            body = json.loads(request.content)
-            return httpx.Response(
-                201,
-                json={
-                    "id": "key_9",
-                    "name": body["name"],
-                    "scopes": body["scopes"],
-                    "key": CREATED,
-                },
-            )
-        if (method, path) == ("GET", "/api/keys/key_9"):
-            return httpx.Response(200, json={"id": "key_9", "signing_secret": CREATED_SIGNING})
-        if (method, path) == ("DELETE", "/api/keys/key_9"):
-            self.revoked.append("key_9")
-            return httpx.Response(204)
-        return httpx.Response(404, json={"detail": f"no {method} {path}"})
-
-
-def test_reference_adapter_creates_reads_and_revokes_keys(profile: Profile) -> None:
-    console = FakeConsole()
-    client, recorder, _ = make_client(profile, console)
-    adapter = make_adapter(client)
-    assert isinstance(adapter, ReferenceAdapter)
-    created = adapter.create_key("primary", "temp", ["images:generate"])
-    assert created.id == "key_9" and created.scopes == ("images:generate",)
-    assert created.key.reveal() == CREATED
-    assert adapter.key_detail("primary", created.id)["signing_secret"] == CREATED_SIGNING
-    adapter.revoke_key("primary", created.id)
-    assert console.revoked == ["key_9"]
-    client.get("/v1/x", headers={"Authorization": f"Bearer {created.key.reveal()}"})
-    assert not leaks(recorder)
-
-
-def test_reference_adapter_logs_in_with_credentials(profile: Profile) -> None:
-    console = FakeConsole()
-    client, recorder, _ = make_client(profile, console)
-    adapter = ReferenceAdapter(client)
-    adapter.create_key("login", "via-login", ["images:generate"])
-    assert console.authorizations[:2] == [None, f"Bearer {TOKEN}x"]
-    assert not leaks(recorder)
-    assert "[redacted:sessions.login.password]" in recorder.exchanges[0].request_body
-
-
-def test_reference_adapter_reports_unexpected_answers(profile: Profile) -> None:
-    client, _, _ = make_client(profile, FakeConsole())
-    with pytest.raises(AdapterError, match=r"revoke a key: DELETE /api/keys/key_0 answered 404"):
-        ReferenceAdapter(client).revoke_key("primary", "key_0")
-    with pytest.raises(CapabilityMissing, match="credentials for console session 'primary'"):
-        ReferenceAdapter(client).login("primary")
-
-
-def test_no_adapter_is_a_capability_missing(profile: Profile) -> None:
-    adapter = NoAdapter()
-    for call in (
-        lambda: adapter.login("primary"),
-        lambda: adapter.create_key("primary", "n", []),
-        lambda: adapter.revoke_key("primary", "k"),
-        lambda: adapter.key_detail("primary", "k"),
-    ):
-        with pytest.raises(CapabilityMissing, match=r'^needs adapter: .*adapter = "none"'):
-            call()
-    none_profile = parse_profile(
-        PROFILE.replace('adapter = "reference"', 'adapter = "none"'), env={}
-    )
-    client, _, _ = make_client(none_profile, echo)
-    assert isinstance(make_adapter(client), NoAdapter)
-
-
 def test_http_library_logs_do_not_show_secrets(
     profile: Profile, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -443,7 +421,9 @@ def test_planted_secrets_never_reach_the_record_over_a_real_socket(
 
     httpserver.expect_request(re.compile("/.*")).respond_with_handler(echo_all)
     profile = parse_profile(
-        PROFILE.replace("http://127.0.0.1:9", httpserver.url_for("").rstrip("/")), env={}
+        PROFILE.replace("http://127.0.0.1:9", httpserver.url_for("").rstrip("/"))
+        + '[adapter]\npreset = "reference"\n',
+        env={},
     )
     recorder = Recorder(profile.redactor())
     with caplog.at_level(logging.DEBUG), ApiClient(profile, recorder) as client:
@@ -452,7 +432,7 @@ def test_planted_secrets_never_reach_the_record_over_a_real_socket(
         client.get("/v1/x", role="low-limit", headers={"X-Forwarded-Key": PRIMARY})
         client.get("/v1/x", headers={"Authorization": f"Bearer {CREATED}"})
         with pytest.raises(AdapterError) as caught:
-            ReferenceAdapter(client).create_key("primary", "n", ["images:generate"])
+            make_adapter(client).create_key("primary", "n", ["images:generate"])
     assert len(recorder.exchanges) == 5
     assert not leaks(recorder)
     texts = [caplog.text, str(caught.value), repr(profile), repr(recorder.redactor)]

@@ -114,13 +114,15 @@ def test_profile_from_environment(
 def test_adapter_none_skips_with_the_fix(pytester: pytest.Pytester) -> None:
     result = run(pytester, profile_text("http://127.0.0.1:9"), "def test_x(adapter):\n    pass\n")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(['*needs adapter: set adapter = "reference" in the profile*'])
+    result.stdout.fnmatch_lines(['*needs adapter: add an *table to the profile: preset = "ref*'])
 
 
 def test_adapter_reference_is_given(pytester: pytest.Pytester) -> None:
     source = (
-        "from conformance.adapters import ReferenceAdapter\n"
-        "def test_x(adapter):\n    assert isinstance(adapter, ReferenceAdapter)\n"
+        "from conformance.adapters import DeclaredAdapter\n"
+        "def test_x(adapter):\n"
+        "    assert isinstance(adapter, DeclaredAdapter)\n"
+        "    assert adapter.client.profile.adapter.preset == 'reference'\n"
     )
     profile = profile_text("http://127.0.0.1:9", adapter="reference")
     run(pytester, profile, source).assert_outcomes(passed=1)

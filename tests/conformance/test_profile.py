@@ -61,7 +61,7 @@ def one_problem(text: str, env: dict[str, str] | None = None) -> str:
 def test_minimal_profile_loads_with_defaults() -> None:
     profile = parse_profile(MINIMAL, env={})
     assert profile.base_url == "http://127.0.0.1:8765"
-    assert profile.adapter == "none"
+    assert not profile.adapter.declared
     assert profile.api_version == "2026-08-01"
     assert profile.receiver.listen_port == 0
     assert profile.dns is None and profile.usage is None
@@ -380,7 +380,7 @@ def test_template_is_commented_line_by_line() -> None:
 
 def test_template_commented_optional_tables_are_valid_when_enabled() -> None:
     text = re.sub(
-        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path|field)",
+        r"^# (\[dns\]|\[usage\]|server|domain|zone_dir|path = \"/v1|field)",
         r"\1",
         template_text(),
         flags=re.M,
@@ -423,6 +423,141 @@ def test_session_with_credentials_for_the_adapter() -> None:
     session = parse_profile(text, env={"PW": "hunter2-hunter2"}).session("primary")
     assert session.token is None and session.email == "a@b.test"
     assert session.password == Secret("hunter2-hunter2")
+
+
+# -- [adapter] -----------------------------------------------------------------------------
+
+
+def adapter_problems(table: str) -> list[str]:
+    return problems_of(MINIMAL + table)
+
+
+def test_adapter_short_forms_name_a_preset_or_nothing() -> None:
+    reference = parse_profile(
+        MINIMAL.replace("[keys.primary]", 'adapter = "reference"\n[keys.primary]')
+    )
+    assert reference.adapter.preset == "reference" and reference.adapter.declared
+    none = parse_profile(MINIMAL.replace("[keys.primary]", 'adapter = "none"\n[keys.primary]'))
+    assert not none.adapter.declared and "create_webhook" in none.adapter.operations
+
+
+def test_adapter_short_form_typo_names_the_table_form() -> None:
+    text = MINIMAL.replace("[keys.primary]", 'adapter = "refrence"\n[keys.primary]')
+    assert one_problem(text).startswith(
+        'adapter: expected object, got str; write an [adapter] table: preset = "reference"'
+    )
+
+
+def test_adapter_unknown_operation_and_field_suggest_the_name() -> None:
+    problems = adapter_problems(
+        '[adapter.create_keys]\npath = "/k"\n[adapter.key_detail]\npth = "/k/{id}"\n'
+    )
+    assert "adapter.create_keys: unknown field; did you mean 'create_key'?" in problems
+    assert "adapter.key_detail.pth: unknown field; did you mean 'path'?" in problems
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (
+            '[adapter.login]\npath = "/s"\ntoken = "token"\n',
+            "adapter.login.token: 'token' is not valid (pattern); write an RFC 6901 JSON "
+            'pointer: "" for the whole answer, or "/member/0/field"; or a list of them, '
+            "tried in order",
+        ),
+        (
+            '[adapter.revoke_key]\npath = "/k/{id}"\nstatus = 99\n',
+            "adapter.revoke_key.status: 99 is not valid (minimum); set status to the expected "
+            "HTTP status (e.g. 201) or a list of them (e.g. [200, 204])",
+        ),
+        (
+            '[adapter.revoke_key]\npath = "/k/{id}"\nmethod = "delete"\n',
+            "adapter.revoke_key.method: 'delete' is not valid (enum); set method to GET, POST, "
+            "PUT, PATCH or DELETE (upper case)",
+        ),
+        (
+            '[adapter.revoke_key]\npath = "k/{id}"\n',
+            "adapter.revoke_key.path: 'k/{id}' is not valid (pattern); set path to a path from "
+            'the base URL, starting with "/", with {id} where an id goes, e.g. "/api/keys/{id}"',
+        ),
+        (
+            '[adapter.revoke_key]\npath = "/k"\n',
+            "adapter.revoke_key.path: no {id}; put the placeholder where the id goes, e.g. "
+            '"/api/keys/{id}"',
+        ),
+        (
+            '[adapter.login]\npath = "/s"\nbody = { user = "{username}" }\ntoken = "/t"\n',
+            "adapter.login.body: unknown placeholder {username}; this operation offers "
+            "{email}, {password}",
+        ),
+        (
+            '[adapter.create_webhook]\nbody = { events = "all of {events}" }\n',
+            "adapter.create_webhook.body: {events} is an array; write it as a whole string "
+            'value, e.g. events = "{events}"',
+        ),
+        (
+            '[adapter.create_key]\npath = "/k"\nkey = "/key"\n',
+            "adapter.create_key.id: missing; set it to the RFC 6901 JSON pointer to the new "
+            'key\'s id in the answer, e.g. "/id" (or set preset = "reference")',
+        ),
+        (
+            '[adapter.list_keys]\nlist = "/keys"\nitem_id = "/id"\n',
+            "adapter.list_keys.path: missing; set path to the console path of this operation, "
+            'e.g. "/api/keys/{id}" (or set preset = "reference")',
+        ),
+        (
+            '[adapter.credential]\nscheme = "cookie"\n',
+            'adapter.credential.cookie: missing; name the session cookie, e.g. cookie = "session"',
+        ),
+        (
+            '[adapter]\npreset = "acme"\n',
+            "adapter.preset: no preset 'acme'; known: reference",
+        ),
+    ],
+    ids=[
+        "pointer-syntax",
+        "status-range",
+        "method-case",
+        "path-relative",
+        "path-without-id",
+        "unknown-placeholder",
+        "array-placeholder-in-text",
+        "pointer-missing",
+        "path-missing",
+        "cookie-unnamed",
+        "unknown-preset",
+    ],
+)
+def test_bad_adapter_declaration_names_the_field_and_the_fix(table: str, expected: str) -> None:
+    assert adapter_problems(table) == [expected]
+
+
+def test_adapter_declaration_accepts_a_complete_other_console() -> None:
+    profile = parse_profile(
+        MINIMAL
+        + '[adapter.credential]\nscheme = "cookie"\ncookie = "sid"\n'
+        + '[adapter.login]\npath = "/console/login"\nbody = { u = "{email}", p = "{password}" }\n'
+        + '[adapter.key_detail]\npath = "/console/keys/{id}"\nname = "/n"\n'
+        + 'scopes = ["/s", "/data/s"]\nsigning_secret = "/hmac"\n'
+    )
+    declaration = profile.adapter
+    assert declaration.declared and declaration.credential.headers("t") == {"Cookie": "sid=t"}
+    assert declaration.operations["login"].pointers == {}  # its Set-Cookie gives the token
+    assert declaration.operations["key_detail"].pointers["scopes"] == ("/s", "/data/s")
+    assert "create_key" not in declaration.operations
+
+
+def test_template_commented_adapter_tables_are_valid_when_enabled() -> None:
+    template = template_text()
+    start, end = template.index("[adapter]"), template.index("[receiver]")
+    section = re.sub(
+        r"^# (\[adapter\.|[a-z_]+ = )", r"\1", template[start:end], flags=re.M
+    ).replace('entry_point = "acme"', "")
+    text = template[:start] + section + template[end:]
+    declaration = parse_profile(text, env=template_env()).adapter
+    assert declaration.preset == "reference"
+    assert declaration.operations["key_detail"].path == "/api/keys/{id}"
+    assert declaration.operations["list_webhooks"].pointers["list"] == ("/webhooks",)
 
 
 def test_public_surface() -> None:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from conformance.canary import Canary
-from conformance.profile import ReceiverProfile, WireProfile
+from conformance.profile import ReceiverProfile
 from conformance.receiver import (
     Delivery,
     DeliveryTimeout,
@@ -27,6 +27,7 @@ from conformance.receiver import (
     Reply,
 )
 from conformance.signatures import verify_delivery
+from conformance.wire import WireProfile
 
 TIMEOUT = httpx.Timeout(5.0)
 

@@ -17,7 +17,6 @@ import pytest
 
 import genapi_spec
 from conformance import signatures
-from conformance.profile import WireProfile
 from conformance.receiver import Delivery
 from conformance.secrets import Secret
 from conformance.signatures import (
@@ -29,6 +28,7 @@ from conformance.signatures import (
     verify_delivery,
     verify_signature,
 )
+from conformance.wire import WireProfile
 
 VECTORS: list[dict[str, Any]] = genapi_spec.load_fixture("signature_vectors.yaml")["vectors"]
 

@@ -45,11 +45,10 @@ def _refused(url: str) -> bool:
 # -- fixture vectors ---------------------------------------------------------------------
 
 
-def test_every_submitted_vector_cites_catalogued_ids() -> None:
+def test_every_submitted_vector_cites_a_catalogued_id() -> None:
     catalog = load_catalog()
     for vector in s.fixture_vectors():
-        assert vector.requirement_ids, vector
-        assert all(i in catalog for i in vector.requirement_ids), vector
+        assert vector.requirement in catalog, vector
 
 
 def test_case_ids_are_unique_and_printable() -> None:
@@ -76,21 +75,69 @@ def test_public_and_name_vectors_are_never_submitted() -> None:
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
-        ("http://127.0.0.2:9/", ("URL-LOOP-01",)),
-        ("http://2130706434:9/", ("URL-LOOP-03",)),
-        ("http://[::1]:9/", ("URL-LOOP-02",)),
-        ("http://169.254.169.254:9/latest/meta-data/", ("URL-LINK-02",)),
-        ("http://100.100.100.200:9/", ("URL-PRIV-04",)),
-        ("http://[::ffff:10.0.0.1]:9/", ("URL-MAPPED-01",)),
-        ("http://[64:ff9b::10.0.0.1]:9/", ("URL-MAPPED-02",)),
-        ("http://nothing.invalid:9/hook", ("URL-RESOLVE-01",)),
-        ("ftp://{receiver_authority}/hook", ("URL-SCHEME-03",)),
-        ("https://{receiver_authority}/tls", ("URL-SCHEME-02",)),
+        ("http://127.0.0.2:9/", "URL-LOOP-01"),
+        ("http://2130706434:9/", "URL-LOOP-03"),
+        ("http://[::1]:9/", "URL-LOOP-02"),
+        ("http://169.254.169.254:9/latest/meta-data/", "URL-LINK-02"),
+        ("http://100.100.100.200:9/", "URL-PRIV-04"),
+        ("http://[::ffff:10.0.0.1]:9/", "URL-MAPPED-01"),
+        ("http://[64:ff9b::10.0.0.1]:9/", "URL-MAPPED-02"),
+        ("http://nothing.invalid:9/hook", "URL-RESOLVE-01"),
+        ("ftp://{receiver_authority}/hook", "URL-SCHEME-03"),
+        ("https://{receiver_authority}/tls", "URL-SCHEME-02"),
+        ("http://[2001:db8::1]:9/", "URL-IANA-02"),
+        ("http://[100:0:0:1::1]:9/", "URL-IANA-04"),
+        ("http://192.0.0.100:9/", "URL-IANA-03"),
     ],
 )
-def test_vector_requirement_mapping(template: str, expected: tuple[str, ...]) -> None:
-    found = {v.template: v.requirement_ids for v in s.fixture_vectors()}
+def test_vector_names_its_requirement(template: str, expected: str) -> None:
+    found = {v.template: v.requirement for v in s.fixture_vectors()}
     assert found[template] == expected
+
+
+def test_unsafe_vector_naming_a_requirement_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixture cannot make the suite submit a public address by naming a requirement."""
+    public = {"url": "http://93.184.216.34/hook", "verdict": "accept", "rule": "public"}
+    rows = [
+        {**public, "deliverable": False, "requirement": "URL-SCHEME-01", "why": "public"},
+        {"url": "http://localhost:9/", "verdict": "reject", "rule": "loopback",
+         "requirement": "URL-LOOP-01", "why": "localhost"},
+        {"url": "http://0177.0.0.2:9/", "verdict": "reject", "rule": "syntax",
+         "requirement": "URL-LOOP-03", "why": "octal"},
+        {"url": "http://[64:ff9b:1::93.184.216.34]:9/", "verdict": "reject", "rule": "nat64",
+         "requirement": "URL-MAPPED-02", "why": "embeds a public address"},
+    ]  # fmt: skip
+    for row in rows:
+        monkeypatch.setattr(
+            s.genapi_spec, "load_fixture", lambda _name, row=row: {"vectors": [row]}
+        )
+        s.fixture_vectors.cache_clear()
+        with pytest.raises(ValueError, match="must not submit"):
+            s.fixture_vectors()
+    s.fixture_vectors.cache_clear()
+
+
+def test_webhook_url_case_breaks_target_bind_03_only_over_a_must() -> None:
+    assert s.case_ids("webhook.url", "URL-PRIV-01") == ("URL-PRIV-01", "TARGET-BIND-03")
+    assert s.case_ids("callback_url", "URL-PRIV-01") == ("URL-PRIV-01",)
+    assert s.case_ids("webhook.url", "URL-IANA-04") == ("URL-IANA-04",)
+    assert s.case_ids("webhook.url", "URL-MAPPED-02") == ("URL-MAPPED-02",)
+
+
+def test_must_reject_vector_refuses_an_interpretation() -> None:
+    assert s.must_reject_vector("http://10.0.0.1:9/").requirement == "URL-PRIV-01"
+    with pytest.raises(ValueError, match="interpretation"):
+        s.must_reject_vector("http://[3fff::1]:9/")
+    with pytest.raises(LookupError):
+        s.must_reject_vector("http://10.9.9.9:9/")
+
+
+def test_reject_ranges_are_those_naming_a_requirement() -> None:
+    slugs = {entry.slug for entry in s.reject_ranges()}
+    assert "dummy-100:0:0:1::/64" in slugs and "private-10/8-10.0.0.0/8" in slugs
+    assert not any(rule in slugs for rule in ("ipv4-mapped-::ffff:0:0/96", "reserved-::/3"))
+    assert s.embedding_requirement(equivalent=True) == "URL-MAPPED-01"
+    assert s.embedding_requirement(equivalent=False) == "URL-MAPPED-02"
 
 
 def test_render_pads_to_the_exact_length() -> None:

@@ -2,8 +2,10 @@
 
 Covers fixtures/special_purpose_addresses.yaml, fixtures/callback_urls.yaml and
 fixtures/signature_vectors.yaml as data (the reference's behaviour on them is tested in
-tests/reference/netguard/). Signature digests were recorded with openssl; here they are
-recomputed with Python's hmac, and with openssl again when it is installed.
+tests/reference/netguard/). The address tables rank each non-public range (MUST or
+INTERPRETATION, and why); here the ranking is held to its own definition, to the
+catalog's levels and to the URL vectors. Signature digests were recorded with openssl;
+here they are recomputed with Python's hmac, and with openssl again when it is installed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hmac
 import ipaddress
 import re
 import shutil
+import socket
 import subprocess
 from collections import Counter
 from typing import Any
@@ -21,6 +24,15 @@ from typing import Any
 import pytest
 
 import genapi_spec
+from conformance.catalog import ID_PATTERN, load_catalog
+from genapi_spec.address_tables import (
+    AddressRange,
+    Ranking,
+    address_ranges,
+    deciding_range,
+    embedding_of,
+    embeddings,
+)
 
 ADDRESSES: dict[str, Any] = genapi_spec.load_fixture("special_purpose_addresses.yaml")
 URLS: dict[str, Any] = genapi_spec.load_fixture("callback_urls.yaml")
@@ -70,13 +82,94 @@ def test_address_tables_parse_and_sit_in_the_right_family() -> None:
             assert network.version == version, row
             assert row["globally_reachable"] in (True, False, None), row
             assert row["name"] and row["rfc"].startswith("RFC") and row["rule"], row
+            assert isinstance(row["since"], int) and 1981 <= row["since"] <= 2025, row
     for row in ADDRESSES["extra"]:
         ipaddress.ip_network(row["prefix"], strict=True)
         assert row["public"] is False and row["reason"] and row["rule"], row
+        assert "since" not in row, row  # not a registry entry
     for row in ADDRESSES["embeddings"]:
         assert ipaddress.ip_network(row["prefix"], strict=True).version == 6
         assert row["extract"] in ("low32", "bits16_48", "teredo_client"), row
         assert isinstance(row["equivalent"], bool)
+        assert ID_PATTERN.match(row["requirement"]), row
+
+
+# ---- the ranking: which requirement each non-public range breaks, and how firmly ----------
+
+RANKED = [entry for entry in address_ranges() if entry.requirement is not None]
+#: The rules of the categories spec §4 names: loopback, private ranges, link-local and
+#: the cloud metadata address.
+NAMED_RULES = {
+    "loopback", "private-10/8", "private-172.16/12", "private-192.168/16", "unique-local",
+    "link-local", "metadata",
+}  # fmt: skip
+#: The year from which a registry entry counts as recent.
+RECENT_SINCE = 2020
+
+
+def _decided_by(entry: AddressRange) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """Addresses across *entry* (its ends and 62 between) that no more specific entry takes."""
+    network = entry.network
+    first, last = int(network.network_address), int(network.broadcast_address)
+    make = ipaddress.IPv4Address if network.version == 4 else ipaddress.IPv6Address
+    numbers = {first, last, *range(first, last + 1, max(1, (last - first) // 62))}
+    return [make(n) for n in sorted(numbers) if deciding_range(make(n)) == entry]
+
+
+def test_a_range_names_a_requirement_exactly_when_it_is_ranked() -> None:
+    for entry in address_ranges():
+        assert (entry.requirement is None) is (entry.ranking is None), entry
+        if entry.requirement is not None:
+            assert entry.public is False, entry  # a public range breaks nothing
+            assert ID_PATTERN.match(entry.requirement), entry
+
+
+@pytest.mark.parametrize("entry", RANKED, ids=lambda e: e.slug)
+def test_ranking_agrees_with_the_catalog_level(entry: AddressRange) -> None:
+    """The table decides the side; the catalog entry the range names is on that side."""
+    assert entry.ranking is not None and entry.requirement is not None
+    assert load_catalog()[entry.requirement].level.value == entry.ranking.level, entry
+
+
+@pytest.mark.parametrize("entry", RANKED, ids=lambda e: e.slug)
+def test_ranking_keeps_its_definition(entry: AddressRange) -> None:
+    """named: a category the spec names. established: a registry entry made before 2020
+    that Python's ipaddress (this interpreter's) calls not global, everywhere in the range.
+    recent: made in 2020 or later. disputed: older, and called global by some classifier.
+    unregistered and deprecated: outside the registries."""
+    ranking = entry.ranking
+    assert (ranking is Ranking.NAMED) is (entry.rule in NAMED_RULES), entry
+    if ranking in (Ranking.ESTABLISHED, Ranking.RECENT, Ranking.DISPUTED):
+        assert entry.since is not None, entry
+        assert (entry.since >= RECENT_SINCE) is (ranking is Ranking.RECENT), entry
+    if ranking is Ranking.ESTABLISHED:
+        called_global = [str(a) for a in _decided_by(entry) if a.is_global]
+        assert called_global == [], f"{entry.slug}: ipaddress calls these global"
+    if ranking in (Ranking.UNREGISTERED, Ranking.DEPRECATED):
+        assert entry.since is None, entry
+
+
+def test_the_disputed_ranking_is_what_the_issue_reported() -> None:
+    """The ranges an implementation relying on Python's ipaddress may accept are warnings."""
+    by_prefix = {str(entry.network): entry for entry in address_ranges()}
+    for prefix, rfc, year in (
+        ("100:0:0:1::/64", "RFC 9780", 2025),
+        ("3fff::/20", "RFC 9637", 2024),
+        ("5f00::/16", "RFC 9602", 2024),
+    ):
+        entry = by_prefix[prefix]
+        assert (entry.ranking, entry.requirement) == (Ranking.RECENT, "URL-IANA-04")
+        assert rfc in entry.judged() and str(year) in entry.judged()
+    for prefix in ("10.0.0.0/8", "127.0.0.0/8", "169.254.169.254/32", "fe80::/10"):
+        assert by_prefix[prefix].ranking is Ranking.NAMED, prefix
+
+
+def test_embeddings_rank_the_mapped_form_only_as_a_must() -> None:
+    """IPv4-mapped reaches the IPv4 address itself; the other forms need a translator."""
+    catalog = load_catalog()
+    for embedding in embeddings():
+        level = catalog[embedding.requirement].level.value
+        assert (level == "MUST") is embedding.equivalent, embedding
 
 
 def test_address_tables_hold_every_range_the_spec_and_facts_name() -> None:
@@ -113,13 +206,51 @@ def test_at_least_100_url_vectors_with_the_documented_fields() -> None:
         assert vector["verdict"] in ("accept", "reject"), vector
         assert isinstance(vector["rule"], str) and vector["rule"], vector
         assert isinstance(vector["why"], str) and vector["why"], vector
-        assert isinstance(vector["interpretation"], bool), vector
+        if "requirement" in vector:
+            assert ID_PATTERN.match(vector["requirement"]), vector
+            assert vector["requirement"] in load_catalog(), vector
         assert set(vector.get("requires", [])) <= {"loopback-receiver", "names"}, vector
         if vector["verdict"] == "accept":
             assert isinstance(vector["deliverable"], bool), vector
             assert vector["rule"] in ("public", "allowlist"), vector
         else:
             assert "deliverable" not in vector, vector
+
+
+def _vector_address(vector: dict[str, Any]) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a vector's host literal names (numeric spellings read as inet_aton does)."""
+    host = _host_of(vector).strip("[]").split("%", 1)[0]
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
+    except OSError:
+        return None
+
+
+def test_address_vectors_name_the_requirement_of_their_range() -> None:
+    """A vector decided by its address names what the address tables say of that address,
+    so a vector is ranked exactly as its range (one decision, in the tables)."""
+    for vector in VECTORS:
+        if "requirement" not in vector or vector["verdict"] != "reject":
+            continue
+        if vector["rule"] in URL_RULES:
+            continue  # decided by the URL's form, not by an address
+        address = _vector_address(vector)
+        if address is None:
+            # A Unicode host that only IDNA mapping turns into an address: URL-FORM-06.
+            assert not _host_of(vector).isascii() and vector["requirement"] == "URL-FORM-06"
+            continue
+        entry = deciding_range(address)
+        expected = entry.requirement if entry is not None else None
+        embedding = embedding_of(address) if isinstance(address, ipaddress.IPv6Address) else None
+        if expected is None and embedding is not None:
+            expected = embedding.requirement
+        if expected == "URL-LOOP-01" and _host_of(vector) != str(address):
+            expected = "URL-LOOP-03"  # a numeric spelling of loopback other than the quad
+        assert vector["requirement"] == expected, vector
 
 
 def test_vector_urls_are_unique() -> None:

@@ -54,6 +54,9 @@ def test_provisioned_profile_is_valid_for_the_suite(reference_factory: Reference
     }  # fmt: skip
     assert service.profile["keys"]["revoked"]["revoked"] is True
     assert (service.directory / "profile.toml").stat().st_mode & 0o077 == 0
+    # The console paths are the reference's own: the suite ships them as a preset.
+    assert service.profile["adapter"] == {"preset": "reference"}
+    assert profile.adapter.preset == "reference" and profile.adapter.declared
 
 
 def test_test_mode_logs_a_warning(reference_factory: ReferenceFactory) -> None:
