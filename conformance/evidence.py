@@ -1,6 +1,6 @@
 """The evidence of a check: the exchanges it recorded, each with every secret masked.
 
-:class:`Exchange` is what the client records (:class:`conformance.client.Recorder`, the
+:class:`Exchange` is what the client records (:class:`conformance.target.client.Recorder`, the
 one place that redacts on the way in), what a verdict keeps as its evidence and what the
 reports show. It lives apart from the client so that verdicts and reports depend on the
 evidence alone, never on the code that talks to the implementation.
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from .secrets import MASK_PATTERN
+from conformance.secrets import MASK_PATTERN
 
 __all__ = ["Exchange", "default_env_var"]
 

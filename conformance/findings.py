@@ -3,7 +3,7 @@
 A check cites requirement ids with ``@pytest.mark.requirement(...)``. When it cites
 several, a failure must say which of them the case broke, and nothing else is held
 against the implementation: a broken interpretation is never reported as a broken MUST.
-So the checks (and the assertion helpers in :mod:`conformance.asserts`) report through
+So the checks (and the assertion helpers in :mod:`conformance.judge.asserts`) report through
 three verbs here instead of bare asserts:
 
 * :func:`fail` ends the check with :class:`RuleBroken`, which names the rule(s) broken;

@@ -58,7 +58,7 @@ CREDIT_CAP_REFUSAL_CHARGED = Fault(
     "a submit refused for the daily credit cap still spends its credits",
 )
 CONCURRENCY_NOT_ENFORCED = Fault(
-    "concurrency-not-enforced", "RATE-CONC-01", "the per-tier concurrency limit is ignored"
+    "concurrency-not-enforced", "RATE-CONC-02", "the per-tier concurrency limit is ignored"
 )
 BLANK_PROMPT_SERVER_ERROR = Fault(
     "blank-prompt-server-error",

@@ -20,12 +20,12 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import describe
-from conformance.client import ApiClient, Recorder
-from conformance.events import delivery_deadline
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint
+from conformance.judge.asserts import describe
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.events import delivery_deadline
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile
 
 __all__ = [
     "ACCOUNT",
@@ -274,10 +274,10 @@ class CapRun:
 
     @property
     def no_429(self) -> str:
-        """Why there is no credit-cap 429 to examine (CREDIT-CAP-01 judges that)."""
+        """Why there is no credit-cap 429 to examine (the credit-cap check judges that)."""
         return (
             f"no 429 within {len(self.statuses)} submits (max_credits_per_day {self.cap}): "
-            "no credit-cap 429 to examine (CREDIT-CAP-01 judges this)"
+            "no credit-cap 429 to examine (the credit-cap check judges this)"
         )
 
 

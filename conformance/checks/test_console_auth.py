@@ -21,20 +21,20 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.adapter_declaration import SPEC_WEBHOOK_OPERATIONS
-from conformance.adapters import Adapter, console_request, declared
-from conformance.asserts import (
+from conformance.judge.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
     assert_status_in,
     describe,
     json_values,
 )
-from conformance.client import ApiClient
-from conformance.events import delete_webhook, register_webhook
-from conformance.operations import Operation, SetupFailed, operations
-from conformance.profile import Profile
-from conformance.receiver import Endpoint
+from conformance.judge.operations import Operation, SetupFailed, operations
+from conformance.observe.events import delete_webhook, register_webhook
+from conformance.observe.receiver import Endpoint
+from conformance.target.adapter_declaration import SPEC_WEBHOOK_OPERATIONS
+from conformance.target.adapters import Adapter, console_request, declared
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: The console operations the spec states (extensions are the reference's own).
 CONSOLE_OPERATIONS = [op for op in operations() if op.console]

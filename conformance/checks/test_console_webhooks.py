@@ -19,21 +19,21 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conformance.adapter_declaration import Listed
-from conformance.adapters import console_request, declared
-from conformance.asserts import (
+from conformance.findings import fail
+from conformance.judge.asserts import (
     assert_status,
     assert_webhook_list,
     describe,
     json_values,
 )
-from conformance.client import ApiClient
-from conformance.events import RegisteredWebhook, delete_webhook, register_webhook
-from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.receiver import Endpoint
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.events import RegisteredWebhook, delete_webhook, register_webhook
+from conformance.observe.receiver import Endpoint
+from conformance.observe.signatures import verify_delivery
 from conformance.secrets import Secret
-from conformance.signatures import verify_delivery
+from conformance.target.adapter_declaration import Listed
+from conformance.target.adapters import console_request, declared
+from conformance.target.client import ApiClient
 
 pytestmark = pytest.mark.console
 

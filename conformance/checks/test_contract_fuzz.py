@@ -3,7 +3,7 @@
 Schemathesis draws bodies, query strings and path ids for the spec's ``/v1`` operations
 (spec §4) from ``openapi/generation-api.yaml``, in positive mode (data the schemas allow)
 and negative mode (data they forbid), bounded and derandomised
-(:mod:`conformance.fuzzing`). Each check sends its drawn requests itself through ``api``
+(:mod:`conformance.judge.fuzzing`). Each check sends its drawn requests itself through ``api``
 with the primary key (whose tier is generous; no rate budget is at stake) and judges only
 what the spec states:
 
@@ -25,8 +25,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.client import ApiClient
-from conformance.fuzzing import (
+from conformance.judge.fuzzing import (
     FuzzCase,
     GenerationMode,
     coverage_cases,
@@ -35,10 +34,11 @@ from conformance.fuzzing import (
     load_schema,
     send_kwargs,
 )
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 from genapi_spec import validator
 
 #: Drawn requests per operation and mode: enough to meet every field of the small bodies

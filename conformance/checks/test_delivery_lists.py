@@ -17,21 +17,21 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.adapters import console_request
-from conformance.asserts import assert_delivery_list, assert_status, describe
-from conformance.client import ApiClient, Recorder
-from conformance.deliveries import OUTCOMES, submit_with_target, wait_for_record
-from conformance.events import (
+from conformance.findings import fail
+from conformance.judge.asserts import assert_delivery_list, assert_status, describe
+from conformance.judge.operations import SetupFailed
+from conformance.observe.deliveries import OUTCOMES, submit_with_target, wait_for_record
+from conformance.observe.events import (
     RegisteredWebhook,
     delete_webhook,
     delivery_deadline,
     register_webhook,
 )
-from conformance.findings import fail
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver, Reply
+from conformance.observe.receiver import Endpoint, Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.adapters import console_request
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile
 
 pytestmark = pytest.mark.console
 

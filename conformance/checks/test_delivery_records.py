@@ -19,9 +19,9 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.asserts import assert_delivery_list, assert_status, describe
-from conformance.client import ApiClient
-from conformance.deliveries import (
+from conformance.judge.asserts import assert_delivery_list, assert_status, describe
+from conformance.judge.operations import SetupFailed
+from conformance.observe.deliveries import (
     OUTCOMES,
     Chain,
     Chains,
@@ -30,11 +30,11 @@ from conformance.deliveries import (
     submit_with_target,
     wait_for_record,
 )
-from conformance.events import COMPLETED
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver, Reply
+from conformance.observe.events import COMPLETED
+from conformance.observe.receiver import Endpoint, Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: The exhausted chain's replies, one per attempt (spec §3: 3 attempts).
 FAILING: Final = (500, 502, 503)

@@ -13,10 +13,10 @@ from typing import Final
 
 import pytest
 
-from conformance.deliveries import Chain, Chains, chains
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver, Reply
+from conformance.observe.deliveries import Chain, Chains, chains
+from conformance.observe.receiver import Endpoint, Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 #: The redirect statuses of DLV-REDIRECT-01.
 REDIRECTS: Final = (301, 302, 303, 307, 308)

@@ -15,10 +15,16 @@ from typing import Final
 
 import pytest
 
-from conformance.deliveries import Chains, arrival_gaps, chains, judge_timing, wait_for_record
-from conformance.profile import Profile
-from conformance.receiver import Receiver, Reply
+from conformance.observe.deliveries import (
+    Chains,
+    arrival_gaps,
+    chains,
+    judge_timing,
+    wait_for_record,
+)
+from conformance.observe.receiver import Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conformance.events import EventLab, Generated, Scenario, event_lab
-from conformance.profile import Profile
-from conformance.receiver import Receiver
+from conformance.observe.events import EventLab, Generated, Scenario, event_lab
+from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 COMPLETED = Scenario(kind="webhook.url")
 FAILED = Scenario(kind="webhook.url", outcome="failed")

@@ -10,16 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.events import (
+from conformance.observe.events import (
     ENVELOPE_FIELDS,
     EventLab,
     Generated,
     Scenario,
     event_lab,
 )
-from conformance.profile import Profile
-from conformance.receiver import Receiver
+from conformance.observe.receiver import Receiver
 from conformance.secrets import Redactor
+from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

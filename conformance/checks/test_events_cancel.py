@@ -12,13 +12,12 @@ arrived within a short quiet window after that.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from conformance.asserts import assert_status
-from conformance.client import ApiClient
-from conformance.events import (
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.observe.deliveries import submit_with_target
+from conformance.observe.events import (
     CANCELLED,
     COMPLETED,
     FAILED,
@@ -28,13 +27,15 @@ from conformance.events import (
     TargetKind,
     delivery_deadline,
     event_lab,
+    event_of,
     target_body,
+    wait_for_event,
     wait_until_settled,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import DeliveryTimeout, Endpoint, Receiver
+from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
 
@@ -49,17 +50,6 @@ def _cancel_prompt(profile: Profile) -> str:
     return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
 
 
-def _events_in(deliveries: list[Any]) -> list[Any]:
-    seen = []
-    for delivery in deliveries:
-        try:
-            body = delivery.json()
-        except ValueError:
-            body = None
-        seen.append(body.get("event") if isinstance(body, dict) else delivery.header("Event"))
-    return seen
-
-
 def _assert_nothing_sent(
     api: ApiClient, endpoint: Endpoint, generation_id: str, unwanted: str, requirement_id: str
 ) -> None:
@@ -71,7 +61,7 @@ def _assert_nothing_sent(
             arrived = endpoint.wait_for(1, timeout=QUIET_AFTER_SETTLED_SECONDS)
         except DeliveryTimeout:
             arrived = []
-    events = _events_in(arrived)
+    events = [event_of(delivery) for delivery in arrived]
     assert unwanted not in events, (
         f"{requirement_id}: expected no {unwanted} (status read: {status!r}), but the target "
         f"received {events}"
@@ -100,10 +90,8 @@ def test_cancelled_not_sent_without_subscription(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
 ) -> None:
     """Without an explicit subscription a cancelled generation sends no generation.cancelled."""
-    body = {"prompt": _cancel_prompt(profile), **target_body(kind, endpoint.url)}
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-CANCEL-01 (setup)")
-    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), CANCELLED, "EVT-CANCEL-01")
+    generation_id = submit_with_target(api, endpoint.url, kind=kind, prompt=_cancel_prompt(profile))
+    _assert_nothing_sent(api, endpoint, generation_id, CANCELLED, "EVT-CANCEL-01")
 
 
 @pytest.mark.sandbox
@@ -112,18 +100,11 @@ def test_cancelled_sent_when_subscribed(
     api: ApiClient, endpoint: Endpoint, profile: Profile
 ) -> None:
     """A binding whose events list generation.cancelled receives it on cancellation."""
-    body = {
-        "prompt": _cancel_prompt(profile),
-        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
-    }
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-CANCEL-02 (setup)")
+    submit_with_target(api, endpoint.url, prompt=_cancel_prompt(profile), events=(CANCELLED,))
     try:
-        arrived = endpoint.wait_for(1, timeout=delivery_deadline(profile))
+        wait_for_event(endpoint, CANCELLED, delivery_deadline(profile))
     except DeliveryTimeout as error:
-        pytest.fail(f"EVT-CANCEL-02: expected {CANCELLED}; {error}")
-    events = _events_in(arrived)
-    assert events[0] == CANCELLED, f"EVT-CANCEL-02: expected {CANCELLED}, saw {events}"
+        pytest.fail(f"EVT-CANCEL-02: {error}")
 
 
 @pytest.mark.sandbox
@@ -158,13 +139,8 @@ def test_events_list_without_completed_gets_no_completed(
 ) -> None:
     """A binding with events [generation.cancelled] receives no generation.completed (an
     interpretation: the listed events replace the defaults)."""
-    body = {
-        "prompt": SUBMIT_PROMPT,
-        **target_body("webhook.url", endpoint.url, events=(CANCELLED,)),
-    }
-    response = api.request("POST", "/v1/images/generate", json=body)
-    assert_status(response, 202, "EVT-SUB-01 (setup)")
-    _assert_nothing_sent(api, endpoint, str(response.json()["id"]), COMPLETED, "EVT-SUB-01")
+    generation_id = submit_with_target(api, endpoint.url, events=(CANCELLED,))
+    _assert_nothing_sent(api, endpoint, generation_id, COMPLETED, "EVT-SUB-01")
 
 
 @pytest.mark.requirement("EVT-SUB-02")

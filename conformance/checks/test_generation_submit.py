@@ -13,10 +13,10 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_status, describe
-from conformance.client import ApiClient
-from conformance.operations import SUBMIT_PROMPT
-from conformance.receiver import Endpoint
+from conformance.judge.asserts import assert_status, describe
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.observe.receiver import Endpoint
+from conformance.target.client import ApiClient
 
 IMAGES: Final = "/v1/images/generate"
 EDIT: Final = "/v1/images/edit"

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
+import httpx
 import pytest
 
-from conformance.adapters import Adapter, AdapterError, CreatedKey
-from conformance.asserts import assert_not_refused_for_auth, assert_refused
-from conformance.client import ApiClient
-from conformance.profile import SCOPES, Profile
+from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, assert_refused
+from conformance.target.adapters import Adapter, AdapterError, CreatedKey
+from conformance.target.client import ApiClient
+from conformance.target.profile import SCOPES, Profile
 
 #: The cheapest authenticated /v1 request (spec §4: API key, no scope).
 TIER = "/v1/account/tier"
@@ -30,6 +33,10 @@ TIER = "/v1/account/tier"
 DASHBOARD_SCOPES = SCOPES[:3]
 #: The active-key limit (spec §2, §8).
 KEY_LIMIT = 10
+#: How long a key just created may take to start working. The spec says revocation
+#: "takes effect immediately" but gives creation no such time, so the suite allows a
+#: bound of its own (KEY-CREATE-01); working at once is an interpretation (KEY-CREATE-02).
+KEY_SETTLE_SECONDS: Final = 10.0
 
 
 def _name(purpose: str) -> str:
@@ -50,6 +57,20 @@ def _created_key(
         yield created
     finally:
         adapter.revoke_key(session, created.id)
+
+
+def _served_once_settled(api: ApiClient, key: CreatedKey) -> httpx.Response:
+    """GET the tier with *key* until it is not refused for authentication, or until
+    KEY_SETTLE_SECONDS have passed since the first try; the last response."""
+    deadline = time.monotonic() + KEY_SETTLE_SECONDS
+    pause = 0.25
+    while True:
+        response = api.request("GET", TIER, role="none", headers=_bearer(key))
+        remaining = deadline - time.monotonic()
+        if response.status_code not in AUTH_REFUSALS or remaining <= 0:
+            return response
+        time.sleep(min(pause, remaining))  # polling a state change, bounded by the deadline
+        pause = min(pause * 2, 2.0)
 
 
 # -- the secret value -------------------------------------------------------------------
@@ -107,14 +128,27 @@ def test_created_key_starts_with_key_prefix(adapter: Adapter, profile: Profile) 
 
 
 @pytest.mark.requirement("KEY-ONCE-01", "KEY-CREATE-01")
-def test_created_key_is_returned_in_full_and_authenticates_at_once(
+def test_created_key_is_returned_in_full_and_authenticates(
     api: ApiClient, adapter: Adapter
 ) -> None:
-    """The secret returned at creation is the whole key: the next /v1 request with it is
-    served."""
+    """The secret returned at creation is the whole key: /v1 requests with it are served
+    (within KEY_SETTLE_SECONDS of its creation)."""
     with _created_key(adapter, _name("create"), ["images:generate"]) as created:
+        response = _served_once_settled(api, created)
+        assert_not_refused_for_auth(
+            response,
+            None,  # both cited rules: the key returned is whole, and it works
+            f"the key just created, tried for {KEY_SETTLE_SECONDS:g} s",
+        )
+
+
+@pytest.mark.requirement("KEY-CREATE-02")
+def test_created_key_authenticates_its_first_request(api: ApiClient, adapter: Adapter) -> None:
+    """The first /v1 request with a key just created is served (an interpretation: the
+    spec gives creation no time to take effect)."""
+    with _created_key(adapter, _name("create-at-once"), ["images:generate"]) as created:
         response = api.request("GET", TIER, role="none", headers=_bearer(created))
-        assert_not_refused_for_auth(response, None, "the key just created")
+        assert_not_refused_for_auth(response, "KEY-CREATE-02", "the key just created, at once")
 
 
 @pytest.mark.requirement("KEY-ONCE-02")
@@ -168,26 +202,31 @@ def test_key_detail_shows_name_and_scopes(adapter: Adapter) -> None:
 # -- scopes ------------------------------------------------------------------------------
 
 
+def _scope_id(scope: str) -> str:
+    """The requirement that a key can be created with *scope* (and then carries exactly
+    it): the dashboard offers the first three scopes (SCOPE-NAMES-02); how a key gets the
+    other two is not shown (SCOPE-NAMES-01, an interpretation)."""
+    return "SCOPE-NAMES-02" if scope in DASHBOARD_SCOPES else "SCOPE-NAMES-01"
+
+
 def _scope_cases() -> list[object]:
-    cases: list[object] = []
-    for scope in SCOPES:
-        ids = ["SCOPE-NAMES-01"]
-        if scope in DASHBOARD_SCOPES:
-            ids.append("SCOPE-NAMES-02")
-        cases.append(pytest.param(scope, id=scope, marks=pytest.mark.requirement(*ids)))
-    return cases
+    return [
+        pytest.param(scope, id=scope, marks=pytest.mark.requirement(_scope_id(scope)))
+        for scope in SCOPES
+    ]
 
 
 @pytest.mark.parametrize("scope", _scope_cases())
 def test_key_with_single_scope_can_be_created(adapter: Adapter, scope: str) -> None:
     """A key can be created with this one scope, and its detail view shows exactly it."""
+    requirement_id = _scope_id(scope)
     try:
         with _created_key(adapter, _name(f"scope-{scope.replace(':', '-')}"), [scope]) as created:
             detail = adapter.key_detail("primary", created.id)
     except AdapterError as error:
-        pytest.fail(f"SCOPE-NAMES-01: expected a key with the scope {scope!r}; {error}")
+        pytest.fail(f"{requirement_id}: expected a key with the scope {scope!r}; {error}")
     assert detail.scopes == [scope], (
-        f"SCOPE-NAMES-01: expected the key to carry exactly [{scope!r}], saw {detail.scopes!r}"
+        f"{requirement_id}: expected the key to carry exactly [{scope!r}], saw {detail.scopes!r}"
     )
 
 
@@ -283,7 +322,7 @@ def test_revoked_key_frees_a_place_under_the_limit(adapter: Adapter) -> None:
     """In a full account, revoking one key lets one more be created."""
     with _filled_account(adapter) as (made, refused):
         if not refused or not made:
-            pytest.skip("the account could not be filled (KEY-LIMIT-01 reports why)")
+            pytest.skip("the account could not be filled (the active-key limit check says why)")
         freed = made.pop()
         adapter.revoke_key("second", freed.id)
         try:

@@ -38,7 +38,6 @@ from typing import Final
 import httpx
 import pytest
 
-from conformance.asserts import credits_used_today, describe
 from conformance.checks.low_limit import (
     ACCOUNT,
     IMAGES,
@@ -58,10 +57,11 @@ from conformance.checks.low_limit import (
     tier,
     wait_finished,
 )
-from conformance.client import ApiClient, Recorder, parse_retry_after
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Endpoint
+from conformance.judge.asserts import credits_used_today, describe
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.receiver import Endpoint
+from conformance.target.client import ApiClient, Recorder, parse_retry_after
+from conformance.target.profile import Profile
 
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
@@ -238,7 +238,7 @@ def test_rate_retry_after_waiting_retry_after_is_served(
 
 
 @pytest.mark.sandbox
-@pytest.mark.requirement("RATE-CONC-01")
+@pytest.mark.requirement("RATE-CONC-02")
 def test_concurrency_submit_beyond_limit_is_refused(
     api: ApiClient,
     make_api: Callable[..., ApiClient],
@@ -246,7 +246,9 @@ def test_concurrency_submit_beyond_limit_is_refused(
     profile: Profile,
     recorder: Recorder,
 ) -> None:
-    """Of concurrent_limit + 1 submits sent at once, one is refused.
+    """Of concurrent_limit + 1 submits sent at once, one is refused (an interpretation:
+    the spec says neither that running generations are the requests in flight nor that
+    one beyond the limit is refused rather than queued).
 
     The submits carry the sandbox fail prompt, so their credits come back (spec §1) and
     the burst does not eat into the daily cap; each burst's generations are waited for.
@@ -277,7 +279,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
         if any(400 <= s < 500 for s in statuses):
             return
     raise AssertionError(
-        f"RATE-CONC-01: expected one of {burst} simultaneous submits (concurrent_limit = "
+        f"RATE-CONC-02: expected one of {burst} simultaneous submits (concurrent_limit = "
         f"{limit}) to be refused; statuses of {CONCURRENCY_TRIALS} bursts: {seen}"
     )
 

@@ -19,13 +19,13 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_not_refused_for_auth, assert_status, describe
-from conformance.client import ApiClient
-from conformance.deliveries import OUTCOMES, Chain, Chains, chains, wait_for_record
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Delivery, Receiver, Reply
+from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
+from conformance.judge.operations import SetupFailed
+from conformance.observe.deliveries import OUTCOMES, Chain, Chains, chains, wait_for_record
+from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Spec §3: three attempts, then exhausted.
 ATTEMPTS: Final = 3

@@ -18,13 +18,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.asserts import assert_not_refused_for_auth, assert_status
-from conformance.client import ApiClient
-from conformance.fixtures import run_profile
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import KeyProfile, Profile
-from conformance.receiver import Receiver
+from conformance.findings import fail
+from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Receiver
+from conformance.run.fixtures import run_profile
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import KeyProfile, Profile
 
 #: Requirement ids per scope: (outside the scope → 403, inside → not refused).
 _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -39,6 +40,10 @@ _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 _NEVER = frozenset({"low-limit"})
 #: Roles whose tier may refuse a model category (a 403 that is not about scopes).
 _NOT_INSIDE = frozenset({"restricted-models"})
+#: Operations whose request body the spec shows only in part ("The rest of the request
+#: body: not shown", §4): the suite's body is a guess, and which the service judges first,
+#: the body or the scope, is not stated.
+_BODY_NOT_SHOWN = frozenset({("POST", "/v1/images/edit")})
 
 
 def _scoped_operations() -> list[Operation]:
@@ -151,10 +156,23 @@ def test_scoped_endpoint_with_key_lacking_scope_returns_403(
     api: ApiClient, op: Operation, role: str
 ) -> None:
     """A key without the endpoint's scope gets 403 (a valid body, so only the scope is
-    wrong)."""
+    wrong; where the spec does not show the whole body, a refusal of the suite's body
+    leaves the scope unjudged)."""
     response = api.request(op.method, op.path, role=role, json=op.minimal_body())
-    # One rule stated twice (§4 "Scope:" line, §5.3): a wrong status breaks every id cited.
-    assert_status(response, 403)
+    status = response.status_code
+    body_refused = 400 <= status < 500 and status not in AUTH_REFUSALS
+    if body_refused and (op.method, op.path) in _BODY_NOT_SHOWN:
+        pytest.skip(
+            f"{op.method} {op.path} refused the suite's body ({describe(response)}) before "
+            "its scope showed: the rest of its body is not shown (spec §4)"
+        )
+    if status != 403:
+        # One rule stated twice (§4 "Scope:" line, §5.3): a wrong status breaks every id
+        # cited.
+        fail(
+            f"{op.method} {op.path} with key {role!r}, which lacks {op.scope}: expected "
+            f"403, saw {describe(response)}"
+        )
 
 
 # Requirement ids come with each case (per endpoint); see _IDS.

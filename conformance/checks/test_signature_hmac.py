@@ -1,7 +1,7 @@
 """The signature construction (spec §6 Signature): HMAC-SHA256 with the webhook secret
 over ``<t>.<raw body>``, hex-encoded after ``v1=``, on every attempt.
 
-Verification is :func:`conformance.signatures.verify_delivery`: the raw bytes as
+Verification is :func:`conformance.observe.signatures.verify_delivery`: the raw bytes as
 received, the secret keyed as the profile declares (``[wire] secret_keying``: by default
 its UTF-8 bytes, ``whsec_`` included), constant-time comparison. A mismatch names what
 explains it (the other keying, with the profile setting that would declare it; a
@@ -15,11 +15,11 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from conformance.events import EventLab, Generated, Scenario, event_lab, signing_secret
-from conformance.profile import Profile
-from conformance.receiver import Delivery, Receiver
+from conformance.observe.events import EventLab, Generated, Scenario, event_lab, signing_secret
+from conformance.observe.receiver import Delivery, Receiver
+from conformance.observe.signatures import KEYING_WORDS, Verification, verify_delivery
 from conformance.secrets import Redactor, Secret
-from conformance.signatures import KEYING_WORDS, Verification, verify_delivery
+from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

@@ -14,9 +14,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from conformance.adapters import Adapter
-from conformance.client import ApiClient
-from conformance.events import (
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.observe.events import (
     EventLab,
     Scenario,
     delivery_deadline,
@@ -25,11 +24,12 @@ from conformance.events import (
     signing_secret,
     target_body,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver
+from conformance.observe.receiver import Endpoint, Receiver
+from conformance.observe.signatures import verify_delivery
 from conformance.secrets import Redactor, Secret
-from conformance.signatures import verify_delivery
+from conformance.target.adapters import Adapter
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

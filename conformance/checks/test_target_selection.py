@@ -15,9 +15,10 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.asserts import assert_refused, assert_status, credits_used_today, describe
-from conformance.client import ApiClient
-from conformance.events import (
+from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.judge.strategies import must_reject_vector
+from conformance.observe.events import (
     RegisteredWebhook,
     TargetKind,
     delete_webhook,
@@ -25,10 +26,9 @@ from conformance.events import (
     register_webhook,
     target_body,
 )
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import Endpoint
-from conformance.strategies import must_reject_vector
+from conformance.observe.receiver import Endpoint
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"

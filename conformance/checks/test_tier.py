@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.asserts import json_values
-from conformance.client import ApiClient
-from conformance.operations import SetupFailed
+from conformance.judge.asserts import json_values
+from conformance.judge.operations import SetupFailed
+from conformance.target.client import ApiClient
 
 TIER_PATH = "/v1/account/tier"
 FIELDS = (

@@ -12,10 +12,10 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
+from conformance.judge.asserts import describe
+from conformance.judge.operations import SetupFailed
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 TIER_PATH: Final = "/v1/account/tier"
 #: Roles left out: the rate checks own low-limit's window; a revoked key is refused.

@@ -14,11 +14,11 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.asserts import assert_status, describe
-from conformance.client import ApiClient
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Endpoint
+from conformance.judge.asserts import assert_status, describe
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.receiver import Endpoint
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 ROLE: Final = "restricted-models"
 TIER_PATH: Final = "/v1/account/tier"

@@ -1,6 +1,6 @@
 """Callback URL rules against generated variants (spec §4 "Callback URL requirements", §7).
 
-Hypothesis builds URLs from small pieces (:mod:`conformance.strategies`): an address
+Hypothesis builds URLs from small pieces (:mod:`conformance.judge.strategies`): an address
 drawn from one non-public range of ``fixtures/special_purpose_addresses.yaml`` (its
 ends drawn often), in one of its spellings or IPv6 embeddings; schemes other than http(s);
 lengths just past 2048; names under ``.invalid``. Every generated URL is one the
@@ -25,14 +25,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.events import TargetKind, target_body
 from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import CanaryView, Receiver
-from conformance.strategies import (
+from conformance.judge.asserts import describe
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.judge.strategies import (
     FIELDS,
     AddressRange,
     aim,
@@ -49,6 +45,10 @@ from conformance.strategies import (
     reject_ranges,
     unresolvable_hosts,
 )
+from conformance.observe.events import TargetKind, target_body
+from conformance.observe.receiver import CanaryView, Receiver
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"

@@ -1,7 +1,7 @@
 """Callback host names that resolve, or later resolve, to a private address (spec §3, §4, §7).
 
 Needs controllable DNS (the profile's ``[dns]``): the implementation resolves names under
-the profile's domain through the suite's DNS server (:mod:`conformance.dns`), so a check
+the profile's domain through the suite's DNS server (:mod:`conformance.observe.dns`), so a check
 can point a name at the receiver, let a delivery happen, then move the name to
 127.0.0.2, where a canary listens at the receiver's port. Spec §3: a redeliver whose
 target hostname now resolves to a private address is answered 400, nothing is fetched,
@@ -18,16 +18,16 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.deliveries import find_record
-from conformance.dns import DnsServer
-from conformance.events import delivery_deadline, target_body
 from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT, SetupFailed
-from conformance.profile import CapabilityMissing, Profile
-from conformance.receiver import CanaryView, Endpoint, Receiver
-from conformance.strategies import host_is_this_machine, iut_on_this_machine
+from conformance.judge.asserts import describe
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.judge.strategies import host_is_this_machine, iut_on_this_machine
+from conformance.observe.deliveries import find_record
+from conformance.observe.dns import DnsServer
+from conformance.observe.events import delivery_deadline, target_body
+from conformance.observe.receiver import CanaryView, Endpoint, Receiver
+from conformance.target.client import ApiClient
+from conformance.target.profile import CapabilityMissing, Profile
 
 #: Spec §4: image submits accept callback_url (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"

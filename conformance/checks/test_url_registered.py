@@ -5,7 +5,7 @@ private target through the console would bypass them, so the suite reads them as
 applying to POST /api/webhooks too (an interpretation: a failing check only warns). The
 payload of POST /api/webhooks is not shown; the suite sends what the profile's
 ``[adapter.create_webhook]`` declares (by default ``{"url": ...}``), as for the other
-console checks (conformance.events.register_webhook).
+console checks (conformance.observe.events.register_webhook).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Final
 
 import pytest
 
-from conformance.adapters import console_request, declared
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.profile import Profile
-from conformance.receiver import CanaryView, Receiver
-from conformance.strategies import aim, iut_on_this_machine
+from conformance.judge.asserts import describe
+from conformance.judge.strategies import aim, iut_on_this_machine
+from conformance.observe.receiver import CanaryView, Receiver
+from conformance.target.adapters import console_request, declared
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Reject vectors from each family of the rules (spec §4), aimed at the discard port.
 REFUSED_TARGETS: Final = (

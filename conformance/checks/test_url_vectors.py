@@ -1,7 +1,7 @@
 """Callback URL rules against the fixture vectors (spec §4 "Callback URL requirements", §7).
 
 Every vector of ``fixtures/callback_urls.yaml`` that names a requirement
-(:func:`conformance.strategies.fixture_vectors`) goes in both fields that carry a callback
+(:func:`conformance.judge.strategies.fixture_vectors`) goes in both fields that carry a callback
 target, ``callback_url`` and ``webhook.url`` (spec §2: webhook.url "Must satisfy the
 callback URL rules"). Reject vectors must be answered 400 (spec §7) and never contacted:
 the canaries listen where a wrongly accepted local vector would connect. Accept vectors
@@ -16,20 +16,20 @@ from typing import Any
 
 import pytest
 
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.events import TargetKind, target_body
 from conformance.findings import fail
-from conformance.operations import SUBMIT_PROMPT
-from conformance.profile import Profile
-from conformance.receiver import CanaryView, Receiver
-from conformance.strategies import (
+from conformance.judge.asserts import describe
+from conformance.judge.operations import SUBMIT_PROMPT
+from conformance.judge.strategies import (
     FIELDS,
     UrlVector,
     case_ids,
     fixture_vectors,
     iut_on_this_machine,
 )
+from conformance.observe.events import TargetKind, target_body
+from conformance.observe.receiver import CanaryView, Receiver
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 #: Spec §4: image submits accept callback_url and webhook; the scope is images:generate.
 SUBMIT = "/v1/images/generate"

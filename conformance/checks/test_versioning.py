@@ -14,12 +14,12 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.asserts import describe
-from conformance.client import ApiClient
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import Profile
-from conformance.receiver import Endpoint, Receiver
+from conformance.judge.asserts import describe
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
 PUBLIC: Final = [pytest.param(op, id=op.param_id) for op in operations() if op.public]
 #: What a server answers for a path or method it does not serve.

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 from fault_matrix import FaultRuns, planned_faults
 
-from conformance.profile import Profile, parse_profile
-from conformance.receiver import Receiver
+from conformance.observe.receiver import Receiver
+from conformance.target.profile import Profile, parse_profile
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conformance.dns import DEFAULT_DOMAIN, DnsServer
+from conformance.observe.dns import DEFAULT_DOMAIN, DnsServer
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from suite_run import TAIL_CHARS, SuiteRun, run_suite
 
-from conformance.cli import EXIT_FAILED
+from conformance.run.cli import EXIT_FAILED
 
 __all__ = [
     "FAULT_RUN_TIMEOUT_S",
@@ -80,7 +80,7 @@ def registry() -> tuple[RegisteredFault, ...]:
     pins the listing to the registry itself.
     """
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "faults", "--json"],
+        [sys.executable, "-m", "conformance.run.cli", "faults", "--json"],
         capture_output=True,
         text=True,
         timeout=_REGISTRY_TIMEOUT_S,

@@ -89,7 +89,7 @@ def run_suite(
     """``genapi-conformance run`` in a subprocess, with *args* (against the embedded
     reference unless they give a ``--profile``); ``workers=None`` keeps the CLI's default
     (two xdist workers, as users run it)."""
-    argv = [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report_dir)]
+    argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
     argv += args
     for name in faults:
         argv += ["--fault", name]

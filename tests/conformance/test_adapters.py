@@ -24,7 +24,11 @@ import tomli_w
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from conformance.adapter_declaration import (
+from conformance.judge.asserts import assert_webhook_list
+from conformance.observe.events import delete_webhook, register_webhook
+from conformance.run.cli import EXIT_OK
+from conformance.run.launcher import EmbeddedReference
+from conformance.target.adapter_declaration import (
     ENTRY_POINT_GROUP,
     OPERATIONS,
     DeclaredOperation,
@@ -32,7 +36,7 @@ from conformance.adapter_declaration import (
     preset_names,
     preset_table,
 )
-from conformance.adapters import (
+from conformance.target.adapters import (
     AdapterError,
     CapabilityMissing,
     DeclaredAdapter,
@@ -41,12 +45,8 @@ from conformance.adapters import (
     declared,
     make_adapter,
 )
-from conformance.asserts import assert_webhook_list
-from conformance.cli import EXIT_OK
-from conformance.client import ApiClient, Recorder
-from conformance.events import delete_webhook, register_webhook
-from conformance.launcher import EmbeddedReference
-from conformance.profile import Profile, ProfileError, load_profile, parse_profile
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile, ProfileError, load_profile, parse_profile
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwIn0.ADAPTERcanary0token"
 PASSWORD = "ADAPTERcanary password/+&="
@@ -429,7 +429,7 @@ def test_declaration_drives_the_webhook_operations_of_that_console(
 # -- adapter classes from the entry-point group ---------------------------------------------
 
 TEST_ADAPTER = '''
-from conformance.adapters import DeclaredAdapter, KeyList
+from conformance.target.adapters import DeclaredAdapter, KeyList
 
 
 class ListingAdapter(DeclaredAdapter):
@@ -568,7 +568,14 @@ def test_key_and_console_checks_pass_against_the_reference_through_a_declaration
         env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
         done = subprocess.run(  # noqa: S603 (our own interpreter and module)
             [
-                *(sys.executable, "-m", "conformance.cli", "run", "--profile", str(profile_path)),
+                *(
+                    sys.executable,
+                    "-m",
+                    "conformance.run.cli",
+                    "run",
+                    "--profile",
+                    str(profile_path),
+                ),
                 *("--area", "KEY", "--area", "CONSOLE", "--report-dir", str(report_dir)),
             ],
             capture_output=True,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from conformance.adapter_declaration import parse_declaration
-from conformance.asserts import (
+from conformance.judge.asserts import (
     assert_not_refused_for_auth,
     assert_refused,
     assert_status,
@@ -16,9 +15,10 @@ from conformance.asserts import (
     describe,
     json_values,
 )
-from conformance.client import ApiClient, Recorder
-from conformance.operations import SetupFailed
-from conformance.profile import CapabilityMissing, parse_profile
+from conformance.judge.operations import SetupFailed
+from conformance.target.adapter_declaration import parse_declaration
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import CapabilityMissing, parse_profile
 
 #: The declaration of a profile without [adapter]: the spec's webhook paths.
 UNDECLARED = parse_declaration(None)[0]

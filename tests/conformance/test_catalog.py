@@ -789,3 +789,10 @@ def test_catalog_timeout_bands_settle_the_aiohttp_dispute() -> None:
     assert band("DLV-BACKOFF-01", 0.05) == "fail"
     assert band("DLV-BACKOFF-02", 4.0) == "fail"
     assert band("DLV-BACKOFF-02", 1.0) == "fail"
+
+
+def test_catalog_every_must_quotes_the_spec() -> None:
+    """A MUST is a rule the spec states: each quotes the sentence or table row that states
+    it (each quote is checked against the spec text when the catalog loads)."""
+    unquoted = [r.id for r in load_catalog().unquoted_musts()]
+    assert not unquoted, f"MUST entries without a quote from the spec: {unquoted}"

@@ -16,7 +16,8 @@ from rich.console import Console
 from suite_run import SuiteRun, run_suite
 
 from conformance import cli
-from conformance.cli import (
+from conformance.observe.dns import DnsServer, shared_zone_dir
+from conformance.run.cli import (
     EXIT_FAILED,
     EXIT_HARNESS,
     EXIT_OK,
@@ -25,8 +26,7 @@ from conformance.cli import (
     main,
     pytest_args,
 )
-from conformance.dns import DnsServer, shared_zone_dir
-from conformance.profile import load_profile, template_text
+from conformance.target.profile import load_profile, template_text
 
 TIER = {
     "plan_code": "pro",
@@ -214,7 +214,7 @@ def test_progress_counts_checks_and_tallies_warnings_apart() -> None:
 
     from rich.console import Console
 
-    from conformance.cli import _Progress
+    from conformance.run.cli import _Progress
 
     progress = _Progress(Console(file=StringIO()))
     progress.pytest_xdist_node_collection_finished(node=None, ids=["a", "b", "c"])

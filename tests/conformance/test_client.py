@@ -15,8 +15,9 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from conformance.adapters import AdapterError, make_adapter
-from conformance.client import (
+from conformance.evidence import Exchange, default_env_var
+from conformance.target.adapters import AdapterError, make_adapter
+from conformance.target.client import (
     EXCHANGES_KEY,
     MAX_429_SECONDS,
     ApiClient,
@@ -24,8 +25,7 @@ from conformance.client import (
     Recorder,
     parse_retry_after,
 )
-from conformance.evidence import Exchange, default_env_var
-from conformance.profile import CapabilityMissing, Profile, parse_profile
+from conformance.target.profile import CapabilityMissing, Profile, parse_profile
 
 PRIMARY = "gk_CLIENTcanary0primary0key000001"
 LIMITED = "gk_CLIENTcanary0limited0key000002"

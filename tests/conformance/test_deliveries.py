@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from conformance import deliveries
-from conformance.client import ApiClient, Recorder
-from conformance.deliveries import (
+from conformance.judge.operations import SetupFailed
+from conformance.observe.deliveries import (
     Chain,
     Chains,
     arrival_gaps,
@@ -22,9 +22,9 @@ from conformance.deliveries import (
     submit_with_target,
     wait_for_record,
 )
-from conformance.operations import SetupFailed
-from conformance.profile import Profile
-from conformance.receiver import Delivery, Receiver, Reply
+from conformance.observe.receiver import Delivery, Receiver, Reply
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"

@@ -20,7 +20,7 @@ import dns.rdatatype
 import pytest
 from dnslib import RCODE, DNSLabel, DNSRecord
 
-from conformance.dns import DnsBusy, DnsServer, shared_zone_dir
+from conformance.observe.dns import DnsBusy, DnsServer, shared_zone_dir
 
 DOMAIN = "rebind.genapi.test"
 

@@ -10,20 +10,22 @@ import httpx
 import pytest
 
 from conformance import events
-from conformance.client import ApiClient, Recorder
-from conformance.events import (
+from conformance.observe.events import (
     CANCELLED,
     EventLab,
     Scenario,
     SetupFailed,
     delivery_deadline,
+    event_of,
     other_key,
     signing_secret,
     target_body,
+    wait_for_event,
     wait_until_settled,
 )
-from conformance.profile import CapabilityMissing, Profile, parse_profile
-from conformance.receiver import Receiver
+from conformance.observe.receiver import DeliveryTimeout, Receiver
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import CapabilityMissing, Profile, parse_profile
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"
@@ -166,3 +168,43 @@ def test_wait_until_settled_stops_at_a_final_status(profile: Profile, receiver: 
         endpoint.close()
     assert (status, arrived) == ("completed", [])
     assert service.reads == 1
+
+
+def _post_event(endpoint_url: str, event: str) -> None:
+    httpx.post(endpoint_url, content=json.dumps({"event": event}).encode(), timeout=5.0)
+
+
+def test_wait_for_event_finds_the_event_behind_another(receiver: Receiver) -> None:
+    # The spec says which events are sent, not their order: a first arrival of another
+    # event does not hide the one awaited.
+    endpoint = receiver.endpoint("event-order")
+    try:
+        _post_event(endpoint.url, "generation.started")
+        _post_event(endpoint.url, CANCELLED)
+        arrived = wait_for_event(endpoint, CANCELLED, timeout=2.0)
+    finally:
+        endpoint.close()
+    assert [event_of(d) for d in arrived] == ["generation.started", CANCELLED]
+
+
+def test_wait_for_event_names_what_arrived_instead(receiver: Receiver) -> None:
+    endpoint = receiver.endpoint("event-missing")
+    try:
+        _post_event(endpoint.url, "generation.completed")
+        with pytest.raises(
+            DeliveryTimeout, match=r"events that arrived: \['generation.completed'\]"
+        ):
+            wait_for_event(endpoint, CANCELLED, timeout=0.5)
+    finally:
+        endpoint.close()
+
+
+def test_event_of_reads_the_body_then_the_event_header(receiver: Receiver) -> None:
+    endpoint = receiver.endpoint("event-of")
+    try:
+        _post_event(endpoint.url, CANCELLED)
+        httpx.post(endpoint.url, content=b"not json", headers={"X-Service-Event": "x"}, timeout=5.0)
+        arrived = endpoint.wait_for(2, timeout=2.0)
+    finally:
+        endpoint.close()
+    assert [event_of(d) for d in arrived] == [CANCELLED, "x"]

@@ -34,7 +34,7 @@ from fault_matrix import (
     share,
 )
 
-from conformance.cli import EXIT_OK
+from conformance.run.cli import EXIT_OK
 from reference.faults import FAULTS
 
 #: This module's buckets of the faults (part 2 holds the others).

@@ -14,8 +14,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from conformance.dns import DnsServer
-from conformance.fixtures import PLUGINS
+from conformance.observe.dns import DnsServer
+from conformance.run.fixtures import PLUGINS
 
 pytest_plugins = ["pytester"]
 
@@ -64,7 +64,7 @@ def run(
 
 RECORDING = f"""
 import json
-from conformance.client import EXCHANGES_KEY
+from conformance.target.client import EXCHANGES_KEY
 
 def test_echo(api, request, redactor):
     response = api.request("GET", "/v1/echo")
@@ -119,7 +119,7 @@ def test_adapter_none_skips_with_the_fix(pytester: pytest.Pytester) -> None:
 
 def test_adapter_reference_is_given(pytester: pytest.Pytester) -> None:
     source = (
-        "from conformance.adapters import DeclaredAdapter\n"
+        "from conformance.target.adapters import DeclaredAdapter\n"
         "def test_x(adapter):\n"
         "    assert isinstance(adapter, DeclaredAdapter)\n"
         "    assert adapter.client.profile.adapter.preset == 'reference'\n"
@@ -285,9 +285,9 @@ def test_fixture_modules_define_the_fixtures_they_export() -> None:
             marker = getattr(getattr(module, fixture_name), "_fixture_function_marker", None)
             assert marker is not None, f"{name}.{fixture_name} is not a fixture"
     assert exported == {
-        "conformance.fixtures.profile": ["profile", "profile_path", "redactor"],
-        "conformance.fixtures.client": ["adapter", "api", "make_api", "recorder"],
-        "conformance.fixtures.receiver": [
+        "conformance.run.fixtures.profile": ["profile", "profile_path", "redactor"],
+        "conformance.run.fixtures.client": ["adapter", "api", "make_api", "recorder"],
+        "conformance.run.fixtures.receiver": [
             "canary",
             "canary_listeners",
             "dns_server",

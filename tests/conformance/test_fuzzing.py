@@ -1,4 +1,4 @@
-"""conformance.fuzzing: the bundled document, drawn cases, and the URL-safety override.
+"""conformance.judge.fuzzing: the bundled document, drawn cases, and the URL-safety override.
 
 The safety property is the point (the suite makes nothing dial off-machine): whatever
 Schemathesis draws, a body sent by the fuzz checks holds no delivery target other than the
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance import fuzzing
-from conformance.fuzzing import REJECT_URLS, GenerationMode, make_safe, unsafe_strings
-from conformance.operations import operations
+from conformance.judge.fuzzing import REJECT_URLS, GenerationMode, make_safe, unsafe_strings
+from conformance.judge.operations import operations
 
 SAFE = ("http://127.0.0.1:5555/hooks/fuzz-0123",)
 BODY_OPERATIONS = [op for op in operations(extensions=True) if op.has_body]

@@ -14,7 +14,7 @@ import dns.query
 import httpx
 import pytest
 
-from conformance.launcher import EmbeddedReference, LaunchError
+from conformance.run.launcher import EmbeddedReference, LaunchError
 
 FAKE = (sys.executable, str(Path(__file__).with_name("fake_reference.py")))
 

@@ -9,10 +9,10 @@ import httpx
 import pytest
 
 import genapi_spec
-from conformance.client import ApiClient, Recorder
-from conformance.operations import Operation, OperationPaths, SetupFailed, operations
-from conformance.profile import Profile, parse_profile
-from conformance.receiver import Receiver
+from conformance.judge.operations import Operation, OperationPaths, SetupFailed, operations
+from conformance.observe.receiver import Receiver
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile, parse_profile
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from conformance import plugin
 from conformance.catalog import Level, Need, load_catalog
+from conformance.run import plugin
 
 pytest_plugins = ["pytester"]
 
@@ -317,7 +317,7 @@ def test_plugin_capability_missing_is_a_skip(checks: pytest.Pytester) -> None:
     checks.makepyfile(
         test_capability=f'''
 import pytest
-from conformance.profile import CapabilityMissing
+from conformance.target.profile import CapabilityMissing
 
 @pytest.fixture
 def low_limit_key():

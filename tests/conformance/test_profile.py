@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.profile import (
+from conformance.secrets import Secret
+from conformance.target.profile import (
     SCOPES,
     CapabilityMissing,
     Profile,
@@ -21,7 +22,6 @@ from conformance.profile import (
     template_text,
     write_template,
 )
-from conformance.secrets import Secret
 
 PRIMARY_KEY = "gk_PROFILEcanary0primary0key0001"
 SIGNING = "psk_PROFILEcanary0signing0000001"
@@ -561,7 +561,7 @@ def test_template_commented_adapter_tables_are_valid_when_enabled() -> None:
 
 
 def test_public_surface() -> None:
-    import conformance.profile as module
+    import conformance.target.profile as module
 
     assert all(hasattr(module, name) for name in module.__all__)
     assert {

@@ -16,9 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from conformance.canary import Canary
-from conformance.profile import ReceiverProfile
-from conformance.receiver import (
+from conformance.observe.canary import Canary
+from conformance.observe.receiver import (
     Delivery,
     DeliveryTimeout,
     Endpoint,
@@ -26,8 +25,9 @@ from conformance.receiver import (
     ReceiverError,
     Reply,
 )
-from conformance.signatures import verify_delivery
-from conformance.wire import WireProfile
+from conformance.observe.signatures import verify_delivery
+from conformance.target.profile import ReceiverProfile
+from conformance.target.wire import WireProfile
 
 TIMEOUT = httpx.Timeout(5.0)
 

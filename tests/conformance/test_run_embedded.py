@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from suite_run import SuiteRun, run_command, run_suite
 
-from conformance.cli import EXIT_FAILED, EXIT_OK
-from conformance.launcher import EmbeddedReference
+from conformance.run.cli import EXIT_FAILED, EXIT_OK
+from conformance.run.launcher import EmbeddedReference
 
 
 def _run(report_dir: Path, *args: str) -> SuiteRun:

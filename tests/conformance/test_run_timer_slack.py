@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from suite_run import run_suite
 
-from conformance.cli import EXIT_OK
-from conformance.launcher import EmbeddedReference
+from conformance.run.cli import EXIT_OK
+from conformance.run.launcher import EmbeddedReference
 
 TIMED = ("DLV-TIMEOUT-01", "DLV-TIMEOUT-02", "DLV-BACKOFF-01", "DLV-BACKOFF-02", "DLV-BACKOFF-03")
 

@@ -17,9 +17,8 @@ import pytest
 
 import genapi_spec
 from conformance import signatures
-from conformance.receiver import Delivery
-from conformance.secrets import Secret
-from conformance.signatures import (
+from conformance.observe.receiver import Delivery
+from conformance.observe.signatures import (
     ParsedSignature,
     SignatureFormatError,
     hmac_key,
@@ -28,7 +27,8 @@ from conformance.signatures import (
     verify_delivery,
     verify_signature,
 )
-from conformance.wire import WireProfile
+from conformance.secrets import Secret
+from conformance.target.wire import WireProfile
 
 VECTORS: list[dict[str, Any]] = genapi_spec.load_fixture("signature_vectors.yaml")["vectors"]
 

@@ -1,4 +1,4 @@
-"""The URLs the URL checks submit (conformance.strategies): right requirement, always refused.
+"""The URLs the URL checks submit (conformance.judge.strategies): right requirement, always refused.
 
 Safety first: every generated URL, and every fixture vector the checks submit as a reject
 vector, must be refused by the reference's callback policy (netguard, with the suite's

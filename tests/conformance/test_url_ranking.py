@@ -22,11 +22,11 @@ import pytest
 from conformance import findings
 from conformance.catalog import load_catalog
 from conformance.checks import test_url_vectors as vector_checks
-from conformance.client import ApiClient
-from conformance.events import TargetKind
-from conformance.profile import Profile
-from conformance.receiver import CanaryView, Receiver
-from conformance.strategies import FIELDS, UrlVector, case_ids, fixture_vectors
+from conformance.judge.strategies import FIELDS, UrlVector, case_ids, fixture_vectors
+from conformance.observe.events import TargetKind
+from conformance.observe.receiver import CanaryView, Receiver
+from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 from conformance.verdicts import CheckResult, Outcome, RunVerdicts, Verdict, judge
 from genapi_spec.address_tables import deciding_range
 

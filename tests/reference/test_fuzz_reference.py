@@ -15,7 +15,7 @@ would disturb the tests that share that server. Positive reads aim at real resou
 (``OperationPaths``: a generation, its exhausted delivery, a registered webhook); deletes
 keep their drawn ids, so the resources of the other operations survive. Every delivery
 target is the test's receiver endpoint or a URL the reference must refuse
-(``conformance.fuzzing.make_safe``). Run through ``bash scripts/test`` (loopback only).
+(``conformance.judge.fuzzing.make_safe``). Run through ``bash scripts/test`` (loopback only).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from schemathesis.checks import (
 from schemathesis.core.failures import FailureGroup
 
 import genapi_spec
-from conformance.fuzzing import GenerationMode, draw_cases, load_schema, send_kwargs
-from conformance.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.profile import load_profile
-from conformance.receiver import Endpoint, Receiver
+from conformance.judge.fuzzing import GenerationMode, draw_cases, load_schema, send_kwargs
+from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
+from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
+from conformance.target.profile import load_profile
 
 #: Drawn requests per operation and mode.
 MAX_EXAMPLES: Final = 25

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_status
 
-from conformance.profile import load_profile
+from conformance.target.profile import load_profile
 from reference.__main__ import _parser
 from reference.faults import FAULTS
 

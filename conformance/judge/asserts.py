@@ -1,0 +1,205 @@
+"""Assertion helpers named after spec concepts, shared by the checks.
+
+Each helper judges one spec concept and fails through :func:`conformance.findings.fail`,
+which prefixes the message with the rule broken: the *rule* argument (one of the ids the
+running check cites) or, when it is None, every id the check cites. The message says what
+was expected and what was seen, so a failure reads on its own in a report. The helpers
+only judge responses; the checks send the requests themselves. Response bodies are
+quoted short (the plugin redacts failure text, and the recorder keeps the full exchange).
+
+Add a helper here when a second check needs the same judgement: one piece of code per
+idea.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+import httpx
+
+from conformance.findings import fail
+from conformance.judge.operations import SetupFailed
+from conformance.target.adapter_declaration import DeclaredOperation, Listed
+from conformance.target.client import ApiClient
+from conformance.target.profile import CapabilityMissing
+
+__all__ = [
+    "AUTH_REFUSALS",
+    "assert_delivery_list",
+    "assert_not_refused_for_auth",
+    "assert_refused",
+    "assert_status",
+    "assert_status_in",
+    "assert_webhook_list",
+    "credits_used_today",
+    "describe",
+    "json_values",
+]
+
+#: The statuses that mean "not authenticated" or "not allowed" (spec §5.3, §7).
+AUTH_REFUSALS: Final = frozenset({401, 403})
+
+#: How much of a response body a message quotes.
+_QUOTED: Final = 200
+
+
+def describe(response: httpx.Response) -> str:
+    """``401 {"detail": "..."}``: the status and the start of the body, for messages."""
+    text = response.text
+    body = text[:_QUOTED] + ("..." if len(text) > _QUOTED else "")
+    return f"{response.status_code} {body!r}" if body else str(response.status_code)
+
+
+def _request_line(response: httpx.Response) -> str:
+    request = response.request
+    return f"{request.method} {request.url.path}"
+
+
+def assert_status(response: httpx.Response, expected: int, rule: str | None = None) -> None:
+    """The response has exactly the status *expected* (a status the spec states)."""
+    if response.status_code != expected:
+        fail(f"{_request_line(response)}: expected {expected}, saw {describe(response)}", rule=rule)
+
+
+def assert_status_in(
+    response: httpx.Response, expected: Collection[int], rule: str | None = None
+) -> None:
+    """The response status is one of *expected* (e.g. 401 or 403 for a refusal)."""
+    shown = " or ".join(str(status) for status in sorted(expected))
+    if response.status_code not in expected:
+        fail(f"{_request_line(response)}: expected {shown}, saw {describe(response)}", rule=rule)
+
+
+def assert_refused(response: httpx.Response, rule: str | None, why: str) -> None:
+    """The request is refused: a 4xx status, neither served (2xx, 3xx) nor a server error.
+
+    For refusals whose status the spec does not show (an invalid API key, §7): any 4xx
+    refuses; a 5xx is not a refusal but a failure to handle the request.
+    """
+    if not 400 <= response.status_code < 500:
+        fail(
+            f"{_request_line(response)} with {why}: expected a 4xx refusal, "
+            f"saw {describe(response)}",
+            rule=rule,
+        )
+
+
+def assert_not_refused_for_auth(response: httpx.Response, rule: str | None, why: str) -> None:
+    """The request is served as far as credentials go: not 401/403, and not a 5xx.
+
+    Used where the request is valid for the key (in scope, well formed): any other 4xx
+    (e.g. a validation detail the spec leaves unshown) says nothing about authentication,
+    but a 5xx means the request was not served at all.
+    """
+    status = response.status_code
+    if status in AUTH_REFUSALS or status >= 500:
+        fail(
+            f"{_request_line(response)} with {why}: expected to be served "
+            f"(not 401/403, not 5xx), saw {describe(response)}",
+            rule=rule,
+        )
+
+
+def json_values(response: httpx.Response) -> list[Any]:
+    """Every value of a response's JSON body, nested ones included, the body itself first
+    (none when the body is not JSON).
+
+    How a check finds an id, a secret or a figure in a console answer whose payload the
+    spec does not show (§4): wherever it sits, under whatever name.
+    """
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return []
+    found: list[Any] = []
+    pending: list[Any] = [body]
+    while pending:
+        value = pending.pop()
+        found.append(value)
+        if isinstance(value, dict):
+            pending.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            pending.extend(reversed(value))
+    return found
+
+
+def assert_webhook_list(
+    response: httpx.Response, listing: DeclaredOperation, rule: str | None = None
+) -> list[Listed]:
+    """The webhook list answered with its expected status and an array where the profile's
+    ``[adapter.list_webhooks]`` declaration (*listing*) points; returns its items (id,
+    url, item).
+
+    Console payloads are not shown (spec §4): undeclared, a JSON array or an object holding
+    one under ``webhooks`` or ``data``, of items with ``id`` and ``url``, is accepted
+    (CONSOLE-PAYLOAD-01).
+    """
+    if not listing.accepts(response.status_code):
+        fail(
+            f"{_request_line(response)}: expected {listing.expected}, saw {describe(response)}",
+            rule=rule,
+        )
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    items = listing.listed(body)
+    if items is None:
+        fail(
+            f"expected a list of webhooks at {listing.where('list')}, saw {describe(response)}",
+            rule=rule,
+        )
+    return items
+
+
+def credits_used_today(api: ApiClient, role: str = "primary") -> int:
+    """The credits used today by the account of *role*'s key, read through the profile's
+    ``[usage]`` figure (spec §1: generations spend credits; how usage is shown is not).
+
+    A profile without ``[usage]`` is a skip (:class:`CapabilityMissing`); a usage read
+    that does not give an integer is a set-up error (:class:`SetupFailed`), not a verdict.
+    """
+    usage = api.profile.usage
+    if usage is None:
+        raise CapabilityMissing(
+            "usage",
+            "add a [usage] table (path, field) naming how the IUT shows credits used today",
+        )
+    response = api.request("GET", usage.path, role=role)
+    if response.status_code != 200:
+        raise SetupFailed(f"setup: GET {usage.path} answered {describe(response)}")
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    value = body.get(usage.field) if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
+    return value
+
+
+def assert_delivery_list(
+    response: httpx.Response, rule: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A delivery list (spec §2: an object with ``deliveries``, an array of delivery
+    records, and ``total``, an integer), served with a 2xx; returns (records, total)."""
+    if not 200 <= response.status_code < 300:
+        fail(
+            f"{_request_line(response)}: expected a 2xx delivery list, saw {describe(response)}",
+            rule=rule,
+        )
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    records = body.get("deliveries") if isinstance(body, dict) else None
+    total = body.get("total") if isinstance(body, dict) else None
+    if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
+        fail(
+            f"expected an object with deliveries (an array of records), saw {describe(response)}",
+            rule=rule,
+        )
+    if type(total) is not int:
+        fail(f"expected total, an integer, saw {total!r} in {describe(response)}", rule=rule)
+    return records, total

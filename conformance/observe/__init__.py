@@ -1,0 +1,3 @@
+"""What watches the implementation act: the webhook receiver and canaries, the DNS server,
+signature verification, delivery chains and event scenarios.
+"""

@@ -1,0 +1,342 @@
+"""Delivery chains and delivery records: set-up for the DLV, REC and REDLV checks.
+
+A *chain* is one generation whose target is a receiver endpoint with scripted replies
+(spec §3: retried after backoff while attempts remain; §6 Behaviour: 3 attempts, backoff
+1 s then 2 s, 10 s per attempt, redirects not followed). Timing chains take up to ~35 s,
+so a module submits all its chains first (:class:`Chains`, one module-scoped fixture)
+and each check then judges one chain: a full run costs about the longest chain, not the
+sum.
+
+Delivery records (spec §2 Delivery record) are read with GET
+/v1/generations/{id}/deliveries; a record is matched to its chain by ``target_url`` (each
+endpoint has its own unguessable path) and ``event_type``. Records change after the
+receiver has seen an attempt (the IUT records the reply it got), so reads poll with a
+deadline (:func:`wait_for_record`).
+
+Helpers here only set up; they raise :class:`SetupFailed` (an error, not a verdict) when
+the IUT refuses the set-up. The checks send the requests they judge themselves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import httpx
+
+from conformance.catalog import load_catalog
+from conformance.findings import measure
+from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
+from conformance.observe.events import (
+    ATTEMPT_TIMEOUT_SECONDS,
+    BACKOFF_SECONDS,
+    RegisteredWebhook,
+    TargetKind,
+    delete_webhook,
+    register_webhook,
+    target_body,
+)
+from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
+from conformance.secrets import Redactor
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import CapabilityMissing, Profile
+
+__all__ = [
+    "OUTCOMES",
+    "RECORD_POLL_SECONDS",
+    "SUBMIT_PATH",
+    "Chain",
+    "Chains",
+    "arrival_gaps",
+    "chains",
+    "find_record",
+    "judge_timing",
+    "records_of",
+    "submit_with_target",
+    "wait_for_record",
+]
+
+#: Spec §4: image submits accept a delivery target (scope images:generate).
+SUBMIT_PATH: Final = "/v1/images/generate"
+#: The delivery outcome values (spec §2 Delivery record, §4 outcome filter).
+OUTCOMES: Final = ("delivered", "failed", "pending_retry", "exhausted")
+#: How often a record is read again while waiting for it to change (bounded by a deadline).
+RECORD_POLL_SECONDS: Final = 0.2
+
+
+def submit_with_target(
+    client: ApiClient,
+    url: str,
+    *,
+    kind: TargetKind = "webhook.url",
+    role: str = "primary",
+    prompt: str = SUBMIT_PROMPT,
+    path: str = SUBMIT_PATH,
+    webhook_id: str | None = None,
+    events: tuple[str, ...] | None = None,
+) -> str:
+    """Submit a generation delivering to *url* (or the registered *webhook_id*, with the
+    binding's *events*); its id. A refusal is a set-up error."""
+    target = target_body(kind, url, webhook_id=webhook_id, events=events)
+    body: dict[str, Any] = {"prompt": prompt, **target}
+    response = client.request("POST", path, role=role, json=body)
+    try:
+        generation_id = response.json()["id"]
+    except (ValueError, KeyError, TypeError):
+        generation_id = None
+    if response.status_code != 202 or not isinstance(generation_id, str):
+        raise SetupFailed(
+            f"setup: POST {path} with {kind} {url!r} answered {response.status_code}, "
+            f"expected 202 with an id: {client.recorder.redactor.text(response.text[:200])!r}"
+        )
+    return generation_id
+
+
+def records_of(client: ApiClient, generation_id: str, *, role: str = "primary") -> list[Any]:
+    """The generation's delivery records (set-up read; REC checks judge the list)."""
+    response = client.request("GET", f"/v1/generations/{generation_id}/deliveries", role=role)
+    try:
+        records = response.json().get("deliveries")
+    except (ValueError, AttributeError):
+        records = None
+    if not 200 <= response.status_code < 300 or not isinstance(records, list):
+        raise SetupFailed(
+            f"setup: GET /v1/generations/{{id}}/deliveries answered {response.status_code} "
+            f"without a deliveries array (REC-GEN-01, REC-LIST-01): "
+            f"{client.recorder.redactor.text(response.text[:200])!r}"
+        )
+    return records
+
+
+def find_record(
+    records: Sequence[Any], target_url: str, event_type: str | None = None
+) -> dict[str, Any] | None:
+    """The record delivered to *target_url* (and of *event_type* when given), if any."""
+    for record in records:
+        if (
+            isinstance(record, dict)
+            and record.get("target_url") == target_url
+            and (event_type is None or record.get("event_type") == event_type)
+        ):
+            return record
+    return None
+
+
+def wait_for_record(
+    client: ApiClient,
+    generation_id: str,
+    target_url: str,
+    until: Callable[[dict[str, Any]], bool],
+    timeout: float,
+    *,
+    role: str = "primary",
+) -> dict[str, Any] | None:
+    """Read the record for *target_url* until *until* holds or *timeout* s pass.
+
+    Returns the last record seen (None if there never was one); the caller judges it.
+    Polling a state the IUT owns is bounded by the deadline, never an open sleep.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()  # never set: wait() is a bounded pause between reads
+    record: dict[str, Any] | None = None
+    while True:
+        record = find_record(records_of(client, generation_id, role=role), target_url)
+        if record is not None and until(record):
+            return record
+        if time.monotonic() >= deadline:
+            return record
+        pause.wait(min(RECORD_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
+    """Seconds between successive arrivals (each measured on entry to the handler)."""
+    return [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(deliveries)]
+
+
+def judge_timing(rule: str, value: float, profile: Profile, *, what: str = "") -> str:
+    """Judge a measured duration of a timed rule by the bands the catalog gives it
+    (``timing``), widened by the profile's measurement tolerance: pass, warn or fail.
+
+    *what* adds which occurrence was measured (``2nd gap``) to the catalog's quantity.
+    """
+    timing = load_catalog()[rule].timing
+    if timing is None:
+        raise ValueError(f"{rule} has no timing bands in the catalog")
+    quantity = f"{timing.measures} ({what})" if what else timing.measures
+    return measure(rule, quantity, value, timing.bands(profile.timing.tolerance_seconds))
+
+
+@dataclass
+class Chain:
+    """One generation delivering to one scripted endpoint, or the set-up error it met."""
+
+    name: str
+    endpoint: Endpoint
+    replies: tuple[Reply, ...]
+    kind: TargetKind
+    tolerance: float
+    max_generation_seconds: float
+    generation_id: str | None = None
+    error: BaseException | None = None
+    webhook: RegisteredWebhook | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def generation(self) -> str:
+        """The generation id; re-raises the set-up error if the submit failed."""
+        if self.error is not None:
+            raise self.error
+        assert self.generation_id is not None
+        return self.generation_id
+
+    def reply(self, index: int) -> Reply:
+        """The reply scripted for arrival *index* (0-based; the last repeats)."""
+        return self.replies[min(index, len(self.replies) - 1)]
+
+    def window_after_first(self, count: int) -> float:
+        """How long after the first arrival arrival *count* may come: per attempt the
+        scripted reply time (capped at the 10 s timeout) and the backoff (spec §6), both
+        doubled, plus the tolerance and 2 s; generous, so a slow IUT fails the backoff
+        checks rather than these waits, and bounded."""
+        total = 0.0
+        for index in range(count - 1):
+            held = min(self.reply(index).delay, ATTEMPT_TIMEOUT_SECONDS)
+            backoff = BACKOFF_SECONDS[min(index, len(BACKOFF_SECONDS) - 1)]
+            total += 2 * (held + backoff) + self.tolerance
+        return total + 2.0
+
+    def wait_for(self, count: int, requirement_id: str) -> list[Delivery]:
+        """*count* arrivals; fewer by the deadline fails *requirement_id* (a verdict: the
+        spec says how many attempts a target receives).
+
+        Deadlines are absolute: the first arrival within the generation time plus the
+        10 s timeout and the tolerance from the submit, later ones within
+        :meth:`window_after_first` of the first, so checks of one chain that wait again
+        after a miss do not wait again.
+        """
+        self.generation()
+        first_by = (
+            self.submitted_at
+            + self.max_generation_seconds
+            + ATTEMPT_TIMEOUT_SECONDS
+            + self.tolerance
+        )
+        try:
+            first = self.endpoint.wait_for(1, max(0.001, first_by - time.monotonic()))[0]
+            rest_by = first.arrived_at + self.window_after_first(count)
+            return self.endpoint.wait_for(count, max(0.001, rest_by - time.monotonic()))
+        except DeliveryTimeout as missing:
+            raise AssertionError(f"{requirement_id}: {self.describe()}: {missing}") from None
+
+    def assert_arrivals(self, count: int, quiet: float, requirement_id: str) -> None:
+        """Exactly *count* arrivals in all: none more within *quiet* s from now (a bounded
+        window), counting also any that came before this check looked."""
+        try:
+            self.endpoint.assert_quiet(quiet)
+        except AssertionError:
+            pass  # judged below, with everything that arrived
+        arrived = self.endpoint.deliveries
+        assert len(arrived) == count, (
+            f"{requirement_id}: expected exactly {count} arrival(s), saw {len(arrived)} "
+            f"{self.describe()}"
+        )
+
+    def describe(self) -> str:
+        """The chain and what arrived so far, for messages."""
+        origin = self.endpoint.created_at
+        arrived = "; ".join(d.summary(origin) for d in self.endpoint.deliveries) or "nothing"
+        return f"[chain {self.name} ({self.kind}), generation {self.generation_id}: {arrived}]"
+
+
+class Chains:
+    """Submits chains side by side for a module and keeps them for its checks."""
+
+    def __init__(self, client: ApiClient, receiver: Receiver, name: str) -> None:
+        self.client = client
+        self.profile: Profile = client.profile
+        self.receiver = receiver
+        self.name = name
+        self._chains: dict[str, Chain] = {}
+        self._others: list[Endpoint] = []
+        self._webhooks: list[RegisteredWebhook] = []
+        #: What a module derived once from its chains (e.g. settled records), by name.
+        self.memo: dict[str, Any] = {}
+
+    def endpoint(self, name: str) -> Endpoint:
+        """A fresh endpoint that is no chain's target (e.g. a redirect's Location)."""
+        made = self.receiver.endpoint(f"{self.name}-{name}")
+        self._others.append(made)
+        return made
+
+    def start(
+        self,
+        name: str,
+        replies: Sequence[Reply],
+        *,
+        kind: TargetKind = "webhook.url",
+        role: str = "primary",
+    ) -> Chain:
+        """Script a fresh endpoint with *replies* (the last repeats) and submit now."""
+        if name in self._chains:
+            raise ValueError(f"chain {name!r} started twice")
+        endpoint = self.receiver.endpoint(f"{self.name}-{name}")
+        endpoint.respond_with(list(replies))
+        chain = Chain(
+            name,
+            endpoint,
+            tuple(replies),
+            kind,
+            self.profile.timing.tolerance_seconds,
+            self.profile.sandbox.max_generation_seconds,
+        )
+        self._chains[name] = chain
+        try:
+            webhook_id = None
+            if kind == "webhook.id":
+                chain.webhook = register_webhook(self.client, endpoint.url)
+                self._webhooks.append(chain.webhook)
+                webhook_id = chain.webhook.id
+            chain.generation_id = submit_with_target(
+                self.client, endpoint.url, kind=kind, role=role, webhook_id=webhook_id
+            )
+        except (SetupFailed, CapabilityMissing, httpx.HTTPError) as error:
+            chain.error = error
+        return chain
+
+    def __getitem__(self, name: str) -> Chain:
+        return self._chains[name]
+
+    def close(self) -> None:
+        """Stop serving the endpoints (later arrivals count as strays); surface handler
+        errors."""
+        try:
+            for webhook in self._webhooks:
+                delete_webhook(self.client, webhook)
+        finally:
+            endpoints = [chain.endpoint for chain in self._chains.values()] + self._others
+            for endpoint in endpoints:
+                endpoint.close()
+            for endpoint in endpoints:
+                endpoint.check()
+
+
+@contextmanager
+def chains(profile: Profile, redactor: Redactor, receiver: Receiver, name: str) -> Iterator[Chains]:
+    """:class:`Chains` with its own client, for a module-scoped fixture."""
+    client = ApiClient(profile, Recorder(redactor))
+    made = Chains(client, receiver, name)
+    try:
+        yield made
+    finally:
+        try:
+            made.close()
+        finally:
+            client.close()

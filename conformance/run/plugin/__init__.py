@@ -1,0 +1,98 @@
+"""The suite's pytest plugin (registered through the ``pytest11`` entry point).
+
+What it adds to pytest, one concern per module:
+
+* :mod:`.options`: ``--profile PATH`` (or ``GENAPI_PROFILE``), ``--report-dir DIR``, the
+  selections ``--only ID`` and ``--area AREA`` (both repeatable), the markers
+  (``requirement``, ``area``, and the ``needs`` markers, each described);
+* :mod:`.state`: the run's state, resolved once per process: the profile (read here and
+  nowhere else), its one redactor, the report folder;
+* :mod:`.citations`: collection fails on an id the catalog does not know and on a check
+  (a test under ``conformance/checks`` or a folder named by the ``genapi_checks`` ini
+  option) that cites none; area markers; ``--only``/``--area``;
+* :mod:`.capabilities`: a check needing what the profile lacks is skipped with the fix;
+* :mod:`.results` and :mod:`.redaction`: each check's outcome becomes a redacted
+  :class:`~conformance.verdicts.CheckResult`, carried to the controller under xdist;
+* :mod:`.run`: verdicts per requirement at the end of the run, the reports
+  (``results.json``, ``report.html``; with ``--report-dir`` or a profile also
+  ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings.
+
+Outside a conformance run (the project's own tests) it stays out of the way: tests that
+cite no requirement and live outside the checks folders are not touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from conformance.reports import ALLURE_DIR, JUNIT_NAME
+from conformance.run.plugin import capabilities, citations, results
+from conformance.run.plugin.citations import REQUIREMENTS_KEY
+from conformance.run.plugin.options import NEEDS_MARKERS, add_options, register_markers
+from conformance.run.plugin.redaction import redact_artifacts
+from conformance.run.plugin.results import CHECK_RESULT_KEY, is_warning
+from conformance.run.plugin.run import RunHooks
+from conformance.run.plugin.state import RUN_KEY, WORKER_REPORT_DIR, RunState, resolve, run_state
+
+__all__ = [
+    "CHECK_RESULT_KEY",
+    "NEEDS_MARKERS",
+    "REQUIREMENTS_KEY",
+    "RUN_KEY",
+    "RunState",
+    "is_warning",
+    "run_state",
+]
+
+pytest_plugins = [
+    "conformance.run.fixtures.profile",
+    "conformance.run.fixtures.client",
+    "conformance.run.fixtures.receiver",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    register_markers(config)
+    # The hook modules: registered here (this package imports them), not by name.
+    for module in (citations, capabilities, results):
+        config.pluginmanager.register(module, f"genapi-conformance.{module.__name__}")
+    state = resolve(config)
+    config.stash[RUN_KEY] = state
+    if state.only:
+        unknown_only = state.catalog.unknown(state.only)
+        if unknown_only:
+            raise pytest.UsageError(
+                f"--only names unknown requirement ids: {', '.join(unknown_only)}"
+            )
+    if state.areas:
+        unknown_areas = [a for a in state.areas if a not in state.catalog.areas]
+        if unknown_areas:
+            raise pytest.UsageError(
+                f"--area names unknown areas: {', '.join(unknown_areas)} "
+                f"(known: {', '.join(state.catalog.areas)})"
+            )
+    if not state.is_worker:
+        config.pluginmanager.register(RunHooks(config, state), "genapi-conformance-run")
+    if state.explicit:
+        # JUnit and Allure join the run's folder unless asked elsewhere. They must be set
+        # before their plugins' own pytest_configure (hence tryfirst).
+        if not config.option.xmlpath and not state.is_worker:
+            config.option.xmlpath = str(state.report_dir / JUNIT_NAME)
+        if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
+            config.option.allure_report_dir = str(state.report_dir / ALLURE_DIR)
+        if not state.is_worker:
+            # Registered first, so it runs last: after JUnit and Allure wrote their files.
+            config.add_cleanup(lambda: redact_artifacts(state))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist (controller): workers write Allure results into the same folder."""
+    node.workerinput[WORKER_REPORT_DIR] = str(run_state(node.config).report_dir)

@@ -1,0 +1,121 @@
+"""The run's state, resolved once per process when pytest is configured.
+
+The profile is read here and nowhere else in a pytest process: the fixtures, the
+capability skips and the reports take it from :class:`RunState`, and so does the one
+:class:`~conformance.secrets.Redactor` that masks every secret of the run (it learns the
+keys and tokens a check creates, so later evidence is masked too). The report folder is
+decided here too, once: ``--report-dir``, else the controller's folder for an xdist
+worker, else a fresh ``reports/<UTC timestamp>/``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.catalog import Catalog, load_catalog
+from conformance.reports import new_report_dir
+from conformance.secrets import Redactor
+from conformance.target.profile import Profile, ProfileError, load_profile
+from conformance.verdicts import CheckResult, RunVerdicts
+
+__all__ = [
+    "RUN_KEY",
+    "WORKER_REPORT_DIR",
+    "Preloaded",
+    "RunState",
+    "profile_path",
+    "resolve",
+    "run_state",
+]
+
+#: The xdist worker input that carries the controller's report folder.
+WORKER_REPORT_DIR = "genapi_report_dir"
+
+
+@dataclass
+class RunState:
+    """Everything the plugin keeps for one pytest session (``config.stash[RUN_KEY]``)."""
+
+    report_dir: Path
+    explicit: bool
+    profile_path: Path | None
+    profile: Profile | None
+    redactor: Redactor
+    is_worker: bool
+    only: tuple[str, ...]
+    areas: tuple[str, ...]
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    results: dict[str, CheckResult] = field(default_factory=dict)
+    requirements_by_nodeid: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    deselected: set[str] = field(default_factory=set)
+    crashed: dict[str, str] = field(default_factory=dict)
+    other_failures: int = 0
+    verdicts: RunVerdicts | None = None
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def catalog(self) -> Catalog:
+        """The requirements catalog (loaded on first use: ordinary tests never need it)."""
+        return load_catalog()
+
+
+RUN_KEY = pytest.StashKey[RunState]()
+
+
+# eq=False: a plugin object is hashed by identity (the profile holds mappings).
+@dataclass(frozen=True, eq=False)
+class Preloaded:
+    """A profile already read by whoever starts pytest in this process (the CLI), handed
+    over as a plugin object so that the file is not read a second time."""
+
+    path: Path
+    profile: Profile
+
+
+def profile_path(config: pytest.Config) -> Path | None:
+    """The profile this run targets: ``--profile``, else ``GENAPI_PROFILE``, else none."""
+    value = config.getoption("genapi_profile") or os.environ.get("GENAPI_PROFILE")
+    return Path(value) if value else None
+
+
+def run_state(config: pytest.Config) -> RunState:
+    """The run's state (the plugin sets it before any fixture or collection runs)."""
+    return config.stash[RUN_KEY]
+
+
+def resolve(config: pytest.Config) -> RunState:
+    """Read the options, the profile (once) and decide the report folder."""
+    path = profile_path(config)
+    profile: Profile | None = None
+    handed = [p for p in config.pluginmanager.get_plugins() if isinstance(p, Preloaded)]
+    if path is not None and handed and handed[0].path == path:
+        profile = handed[0].profile
+    elif path is not None:
+        try:
+            profile = load_profile(path)
+        except ProfileError as error:
+            raise pytest.UsageError(str(error)) from None
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    explicit_dir = config.getoption("genapi_report_dir")
+    if workerinput is not None and workerinput.get(WORKER_REPORT_DIR):
+        report_dir = Path(workerinput[WORKER_REPORT_DIR])
+    elif explicit_dir:
+        report_dir = Path(explicit_dir).resolve()
+    else:
+        report_dir = new_report_dir()
+    return RunState(
+        report_dir=report_dir,
+        explicit=bool(explicit_dir) or profile is not None,
+        profile_path=path,
+        profile=profile,
+        redactor=profile.redactor() if profile is not None else Redactor(),
+        is_worker=workerinput is not None,
+        only=tuple(config.getoption("genapi_only")),
+        areas=tuple(config.getoption("genapi_area")),
+    )

@@ -1,0 +1,3 @@
+"""What talks to the implementation under test: the target profile and its declarations,
+secrets, the HTTP client, the adapters for unshown operations.
+"""
