@@ -21,11 +21,11 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.events import delivery_deadline
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 __all__ = [
     "ACCOUNT",

@@ -28,13 +28,14 @@ from conformance.judge.asserts import (
     describe,
     json_values,
 )
-from conformance.judge.operations import Operation, SetupFailed, operations
+from conformance.judge.operations import Operation, operations
 from conformance.observe.events import delete_webhook, register_webhook
 from conformance.observe.receiver import Endpoint
 from conformance.target.adapter_declaration import SPEC_WEBHOOK_OPERATIONS
 from conformance.target.adapters import Adapter, console_request, declared
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 #: The console operations the spec states (extensions are the reference's own).
 CONSOLE_OPERATIONS = [op for op in operations() if op.console]

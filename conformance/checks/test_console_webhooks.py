@@ -26,7 +26,6 @@ from conformance.judge.asserts import (
     describe,
     json_values,
 )
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.events import RegisteredWebhook, delete_webhook, register_webhook
 from conformance.observe.receiver import Endpoint
 from conformance.observe.signatures import verify_delivery
@@ -34,6 +33,7 @@ from conformance.secrets import Secret
 from conformance.target.adapter_declaration import Listed
 from conformance.target.adapters import console_request, declared
 from conformance.target.client import ApiClient
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 pytestmark = pytest.mark.console
 

@@ -19,7 +19,6 @@ import pytest
 
 from conformance.findings import fail
 from conformance.judge.asserts import assert_delivery_list, assert_status, describe
-from conformance.judge.operations import SetupFailed
 from conformance.observe.deliveries import OUTCOMES, submit_with_target, wait_for_record
 from conformance.observe.events import (
     RegisteredWebhook,
@@ -32,6 +31,7 @@ from conformance.secrets import Redactor
 from conformance.target.adapters import console_request
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 pytestmark = pytest.mark.console
 

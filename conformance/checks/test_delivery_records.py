@@ -20,7 +20,6 @@ from typing import Any, Final
 import pytest
 
 from conformance.judge.asserts import assert_delivery_list, assert_status, describe
-from conformance.judge.operations import SetupFailed
 from conformance.observe.deliveries import (
     OUTCOMES,
     Chain,
@@ -35,6 +34,7 @@ from conformance.observe.receiver import Endpoint, Receiver, Reply
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 #: The exhausted chain's replies, one per attempt (spec §3: 3 attempts).
 FAILING: Final = (500, 502, 503)

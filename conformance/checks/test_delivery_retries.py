@@ -16,7 +16,6 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.judge.operations import SetupFailed
 from conformance.observe.deliveries import (
     Chain,
     Chains,
@@ -30,6 +29,7 @@ from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.secrets import Redactor
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 #: Spec §6 Behaviour: attempts, and the backoff before the 2nd and 3rd.
 ATTEMPTS: Final = 3

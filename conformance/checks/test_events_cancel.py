@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import (
     CANCELLED,
@@ -36,6 +35,7 @@ from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
 

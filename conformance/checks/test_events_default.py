@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import (
     COMPLETED,
@@ -26,6 +25,7 @@ from conformance.observe.events import (
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 DEFAULT_TARGETS = [
     pytest.param("webhook.url", id="webhook-url-no-events"),

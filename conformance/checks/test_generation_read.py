@@ -17,10 +17,10 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_status, describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 IMAGES: Final = "/v1/images/generate"
 VIDEOS: Final = "/v1/videos/generate"

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_status, describe
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
+from conformance.target.setup import SUBMIT_PROMPT
 
 IMAGES: Final = "/v1/images/generate"
 EDIT: Final = "/v1/images/edit"

@@ -58,10 +58,10 @@ from conformance.checks.low_limit import (
     wait_finished,
 )
 from conformance.judge.asserts import credits_used_today, describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.

@@ -20,12 +20,12 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
-from conformance.judge.operations import SetupFailed
 from conformance.observe.deliveries import OUTCOMES, Chain, Chains, chains, wait_for_record
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 #: Spec §3: three attempts, then exhausted.
 ATTEMPTS: Final = 3

@@ -14,7 +14,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.observe.events import (
     EventLab,
     Scenario,
@@ -30,6 +29,7 @@ from conformance.secrets import Redactor, Secret
 from conformance.target.adapters import Adapter
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")

@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import (
     RegisteredWebhook,
@@ -29,6 +28,7 @@ from conformance.observe.events import (
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 #: Spec §4: image submits accept callback_url and webhook (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"

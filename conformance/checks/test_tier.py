@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import json_values
-from conformance.judge.operations import SetupFailed
 from conformance.target.client import ApiClient
+from conformance.target.setup import SetupFailed
 
 TIER_PATH = "/v1/account/tier"
 FIELDS = (

@@ -13,9 +13,9 @@ from typing import Any, Final
 import pytest
 
 from conformance.judge.asserts import describe
-from conformance.judge.operations import SetupFailed
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 TIER_PATH: Final = "/v1/account/tier"
 #: Roles left out: the rate checks own low-limit's window; a revoked key is refused.

@@ -15,10 +15,10 @@ from typing import Any, Final
 import pytest
 
 from conformance.judge.asserts import assert_status, describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 ROLE: Final = "restricted-models"
 TIER_PATH: Final = "/v1/account/tier"

@@ -20,7 +20,6 @@ import pytest
 
 from conformance.findings import fail
 from conformance.judge.asserts import describe
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.judge.strategies import host_is_this_machine, iut_on_this_machine
 from conformance.observe.deliveries import find_record
 from conformance.observe.dns import DnsServer
@@ -28,6 +27,7 @@ from conformance.observe.events import delivery_deadline, target_body
 from conformance.observe.receiver import CanaryView, Endpoint, Receiver
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 #: Spec §4: image submits accept callback_url (scope images:generate).
 SUBMIT: Final = "/v1/images/generate"

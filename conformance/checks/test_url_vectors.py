@@ -18,7 +18,6 @@ import pytest
 
 from conformance.findings import fail
 from conformance.judge.asserts import describe
-from conformance.judge.operations import SUBMIT_PROMPT
 from conformance.judge.strategies import (
     FIELDS,
     UrlVector,
@@ -30,6 +29,7 @@ from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import CanaryView, Receiver
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 #: Spec §4: image submits accept callback_url and webhook; the scope is images:generate.
 SUBMIT = "/v1/images/generate"

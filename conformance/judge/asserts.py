@@ -19,10 +19,10 @@ from typing import Any, Final
 import httpx
 
 from conformance.findings import fail
-from conformance.judge.operations import SetupFailed
 from conformance.target.adapter_declaration import DeclaredOperation, Listed
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing
+from conformance.target.setup import SetupFailed
 
 __all__ = [
     "AUTH_REFUSALS",

@@ -21,23 +21,20 @@ from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 if TYPE_CHECKING:
     from conformance.observe.events import RegisteredWebhook
 
 __all__ = [
-    "SUBMIT_PROMPT",
     "Operation",
     "OperationPaths",
-    "SetupFailed",
     "operation_paths",
     "operations",
 ]
 
 #: The prompt of a minimal valid submit: no sandbox marker, so it neither fails nor
 #: cancels (the sandbox contract), and it names the suite in the IUT's logs.
-SUBMIT_PROMPT: Final = "conformance suite: a red square"
-
 _METHODS: Final = ("get", "post", "put", "patch", "delete")
 
 
@@ -236,10 +233,6 @@ class OperationPaths:
 
             webhook, self._webhook = self._webhook, None
             delete_webhook(self.client, webhook)
-
-
-class SetupFailed(RuntimeError):
-    """Creating the resources a check runs against failed: an error, not a verdict."""
 
 
 @contextmanager

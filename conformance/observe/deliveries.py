@@ -31,7 +31,6 @@ import httpx
 
 from conformance.catalog import load_catalog
 from conformance.findings import measure
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.events import (
     ATTEMPT_TIMEOUT_SECONDS,
     BACKOFF_SECONDS,
@@ -45,6 +44,7 @@ from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Re
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 __all__ = [
     "OUTCOMES",

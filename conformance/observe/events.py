@@ -25,12 +25,12 @@ from typing import Any, Final, Literal
 import httpx
 
 import genapi_spec
-from conformance.judge.operations import SUBMIT_PROMPT, SetupFailed
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver
 from conformance.secrets import Redactor, Secret
 from conformance.target.adapters import console_request, declared
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 __all__ = [
     "CANCELLED",

@@ -15,10 +15,10 @@ from conformance.judge.asserts import (
     describe,
     json_values,
 )
-from conformance.judge.operations import SetupFailed
 from conformance.target.adapter_declaration import parse_declaration
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, parse_profile
+from conformance.target.setup import SetupFailed
 
 #: The declaration of a profile without [adapter]: the spec's webhook paths.
 UNDECLARED = parse_declaration(None)[0]

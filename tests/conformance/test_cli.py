@@ -15,8 +15,8 @@ from pytest_httpserver import HTTPServer
 from rich.console import Console
 from suite_run import SuiteRun, run_suite
 
-from conformance import cli
 from conformance.observe.dns import DnsServer, shared_zone_dir
+from conformance.run import cli
 from conformance.run.cli import (
     EXIT_FAILED,
     EXIT_HARNESS,

@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance import deliveries
-from conformance.judge.operations import SetupFailed
+from conformance.observe import deliveries
 from conformance.observe.deliveries import (
     Chain,
     Chains,
@@ -25,6 +24,7 @@ from conformance.observe.deliveries import (
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"

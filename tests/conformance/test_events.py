@@ -9,7 +9,7 @@ import json
 import httpx
 import pytest
 
-from conformance import events
+from conformance.observe import events
 from conformance.observe.events import (
     CANCELLED,
     EventLab,

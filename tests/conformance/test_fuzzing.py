@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance import fuzzing
+from conformance.judge import fuzzing
 from conformance.judge.fuzzing import REJECT_URLS, GenerationMode, make_safe, unsafe_strings
 from conformance.judge.operations import operations
 

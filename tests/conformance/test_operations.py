@@ -9,10 +9,11 @@ import httpx
 import pytest
 
 import genapi_spec
-from conformance.judge.operations import Operation, OperationPaths, SetupFailed, operations
+from conformance.judge.operations import Operation, OperationPaths, operations
 from conformance.observe.receiver import Receiver
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile, parse_profile
+from conformance.target.setup import SetupFailed
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 import genapi_spec
-from conformance import signatures
+from conformance.observe import signatures
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import (
     ParsedSignature,

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance import strategies as s
 from conformance.catalog import load_catalog
+from conformance.judge import strategies as s
 from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved, IPAddress
 
 RECEIVER = "http://127.0.0.1:8123"
