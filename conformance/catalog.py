@@ -20,6 +20,11 @@ can hold the check against the spec's own words; each quote must occur in the sp
 A broken catalog raises :class:`CatalogError` whose message names the entry (its index
 and id) and the problem, so a bad edit is found at once rather than as a confusing
 failure in a check.
+
+The catalog's ``choices`` (:class:`Choice`) list where the spec leaves room, with the
+spec words that leave it, the requirements each bears on and the side the reference
+implementation and its variant take; each requirement id must exist and the spec words
+occur in the spec, or the catalog does not load.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "ID_PATTERN",
     "Catalog",
     "CatalogError",
+    "Choice",
     "Level",
     "Need",
     "Party",
@@ -159,6 +165,24 @@ class Requirement:
         return f"§{self.section} {self.heading}"
 
 
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A place where the spec leaves room, so that implementations may differ.
+
+    ``spec`` holds the spec words that leave it open; a warning of a check of one of its
+    ``requirements`` against an implementation on the other side is expected, a MUST
+    failure never is.
+    """
+
+    id: str
+    name: str
+    spec: tuple[str, ...]
+    requirements: tuple[str, ...]
+    reference: str
+    variant: str
+    notes: str | None = None
+
+
 # eq=False: compared and hashed by identity (its mappings are unhashable, and there is
 # one catalog per process anyway).
 @dataclass(frozen=True, eq=False)
@@ -171,6 +195,8 @@ class Catalog:
     spec: Mapping[str, str]
     areas: Mapping[str, str]
     requirements: tuple[Requirement, ...]
+    #: Where the spec leaves room (the catalog's ``choices``), in file order.
+    choices: tuple[Choice, ...] = ()
     _by_id: Mapping[str, Requirement] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -220,6 +246,10 @@ class Catalog:
     def by_level(self) -> dict[Level, tuple[Requirement, ...]]:
         """Requirements grouped by level (every level present, possibly empty)."""
         return {level: tuple(r for r in self.requirements if r.level is level) for level in Level}
+
+    def choices_of(self, requirement_id: str) -> tuple[Choice, ...]:
+        """The open choices that bear on *requirement_id*."""
+        return tuple(c for c in self.choices if requirement_id in c.requirements)
 
     def unquoted_musts(self) -> tuple[Requirement, ...]:
         """The MUST requirements that quote no spec text (a MUST is a rule the spec states,
@@ -274,6 +304,8 @@ def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = No
     if not problems:
         # Only a schema-valid document has the shape the semantic rules assume.
         problems = _semantic_problems(document, None if spec is None else normalise_space(spec))
+    if not problems:
+        problems = _choice_problems(document, None if spec is None else normalise_space(spec))
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         more = len(problems) - len(shown)
@@ -288,7 +320,51 @@ def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = No
         spec=MappingProxyType(dict(document["spec"])),
         areas=MappingProxyType(areas),
         requirements=requirements,
+        choices=tuple(_choice(entry) for entry in document.get("choices", ())),
     )
+
+
+def _choice_words(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """A choice's ``spec`` (one string or a list of them), single-spaced."""
+    words = entry["spec"]
+    return tuple(normalise_space(w) for w in ([words] if isinstance(words, str) else words))
+
+
+def _choice(entry: Mapping[str, Any]) -> Choice:
+    return Choice(
+        id=entry["id"],
+        name=entry["name"],
+        spec=_choice_words(entry),
+        requirements=tuple(entry["requirements"]),
+        reference=normalise_space(entry["reference"]),
+        variant=normalise_space(entry["variant"]),
+        notes=normalise_space(entry["notes"]) if "notes" in entry else None,
+    )
+
+
+def _choice_problems(document: Mapping[str, Any], spec: str | None) -> list[str]:
+    """Unique choice ids, requirement ids the catalog holds and, given the single-spaced
+    *spec*, spec words found in it."""
+    problems: list[str] = []
+    known = {entry["id"] for entry in document["requirements"]}
+    seen: set[str] = set()
+    for index, entry in enumerate(document.get("choices", ())):
+        label = f"choices[{index}] ({entry['id']})"
+        if entry["id"] in seen:
+            problems.append(f"{label}: duplicate choice id")
+        seen.add(entry["id"])
+        problems.extend(
+            f"{label}: requirement {requirement_id!r} is not in the catalog"
+            for requirement_id in entry["requirements"]
+            if requirement_id not in known
+        )
+        if spec is not None:
+            problems.extend(
+                f"{label}: spec words not found in the spec (whitespace collapsed): {words!r}"
+                for words in _choice_words(entry)
+                if words not in spec
+            )
+    return problems
 
 
 def _requirement(entry: Mapping[str, Any]) -> Requirement:

@@ -22,7 +22,13 @@ from pathlib import Path
 import uvicorn
 
 from reference.app import build_service, create_app
-from reference.config import Config, load_master_secret
+from reference.config import (
+    VARIANT,
+    VARIANT_TIMER_SLACK_S,
+    Choices,
+    Config,
+    load_master_secret,
+)
 from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
 from reference.provision import provision
@@ -121,12 +127,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--timer-slack",
         type=_slack,
-        default=0.0,
+        default=None,
         metavar="SECONDS",
         help="test mode: let the delivery timer fire up to SECONDS (at most 1) late, rounded "
-        "to the loop clock's next whole second, as aiohttp's timers do (default 0)",
+        "to the loop clock's next whole second, as aiohttp's timers do (default 0; "
+        f"{VARIANT_TIMER_SLACK_S:g} with --variant)",
     )
     serve.add_argument("--key-prefix", default="gk")
+    serve.add_argument(
+        "--variant",
+        action="store_true",
+        help="take the other legitimate side of every choice the spec leaves open "
+        "(reference.config.VARIANT; the profile --provision writes declares it), with "
+        f"delivery timers up to {VARIANT_TIMER_SLACK_S:g} s late unless --timer-slack says",
+    )
     faults = commands.add_parser("faults", help="list the fault registry")
     faults.add_argument(
         "--json",
@@ -134,6 +148,14 @@ def _parser() -> argparse.ArgumentParser:
         help="one JSON array of {name, requirement_id, description} (for tools)",
     )
     return parser  # fmt: skip
+
+
+def _timer_slack(args: argparse.Namespace) -> float:
+    """``--timer-slack``, else the variant's slack with ``--variant``, else none."""
+    if args.timer_slack is not None:
+        slack: float = args.timer_slack
+        return slack
+    return VARIANT_TIMER_SLACK_S if args.variant else 0.0
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -233,13 +255,16 @@ def serve(args: argparse.Namespace) -> int:
         dns_server=args.dns_server,
         egress=args.egress,
         delivery_timeout_s=args.delivery_timeout,
-        delivery_timer_slack_s=args.timer_slack,
+        delivery_timer_slack_s=_timer_slack(args),
         faults=faults,
         master_secret=load_master_secret(store),
+        choices=VARIANT if args.variant else Choices(),
     )
     _warn_non_default(config)
     if faults:
         log_event("warning", message="faults injected", faults=sorted(faults))
+    if args.variant:
+        log_event("variant", choices=config.choices.differing(Choices()))
     service = build_service(config, store)
     if args.provision is not None:
         provision(service, args.provision)

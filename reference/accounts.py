@@ -19,6 +19,7 @@ from typing import Any
 from reference.auth import SCOPES, hash_key, new_key_value, signing_secret_for
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
+from reference.ids import new_id
 from reference.store import Store
 
 __all__ = [
@@ -141,9 +142,10 @@ def create_key(
     prefix: str,
     faults: Faults,
     role: str | None = None,
+    id_form: str = "prefixed-hex",
 ) -> CreatedKey:
     """Create a key, enforcing the 10-active-keys limit atomically (409 beyond it)."""
-    key_id = "key_" + secrets.token_hex(8)
+    key_id = new_id("key", id_form)
     if faults.on(KEY_PREFIX_PER_ACCOUNT):
         prefix = f"{prefix}{account_id[-4:]}"
     value = new_key_value(prefix, faults)
@@ -202,11 +204,16 @@ def list_keys(store: Store, account_id: str) -> list[dict[str, Any]]:
 
 
 def key_detail(
-    store: Store, account_id: str, key_id: str, master_secret: str, faults: Faults
+    store: Store,
+    account_id: str,
+    key_id: str,
+    master_secret: str,
+    faults: Faults,
+    keying: str = "utf8",
 ) -> dict[str, Any]:
     """The console's key detail view, with the per-key signing secret (spec §5.6)."""
     view = key_view(_key_row(store, account_id, key_id))
-    view["signing_secret"] = signing_secret_for(master_secret, key_id)
+    view["signing_secret"] = signing_secret_for(master_secret, key_id, keying)
     if faults.on(KEY_DETAIL_SIGNING_SECRET_WRONG):
         view["signing_secret"] = signing_secret_for(master_secret, f"{key_id}:detail")
     if faults.on(KEY_SHOWN_AGAIN) and key_id in _FAULT_KEPT_VALUES:

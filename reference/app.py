@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from reference.auth import Authenticator
 from reference.config import Config
 from reference.console import console_routes
-from reference.errors import ApiError, error_response, render_api_error
+from reference.errors import ApiError, error_response, error_shape, render_api_error
 from reference.fault import Fault, Faults
 from reference.generations import OPERATIONS, GenerationService, Operation
 from reference.logs import log_event
@@ -98,7 +98,7 @@ def build_service(config: Config, store: Store | None = None) -> Service:
     """Open the store (with the webhook tables) and wire every part to ``config``."""
     faults = Faults(config.faults)
     store = store or Store(config.db_path, extra_schema=[SCHEMA_SQL])
-    tiers = load_tiers()
+    tiers = load_tiers(config.choices.prices)
     authenticator = Authenticator(store, config, faults, tiers)
     webhooks = WebhookService(store, config, faults)
     worker = GenerationWorker(store, config, faults, webhooks)
@@ -113,9 +113,10 @@ class RequestLog:
     path (handlers also bound streamed bodies, see ``reference.bodies``).
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, config: Config) -> None:
         self.app = app
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes = config.max_body_bytes
+        self.choices = config.choices
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -130,7 +131,7 @@ class RequestLog:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 window = state.get("ratelimit")
-                if window is not None and status != 429:
+                if window is not None and status != 429 and self.choices.rate_headers_on_success:
                     # Not required by spec §7 (which names them for 429s): the window
                     # state of every admitted /v1 request, so clients can pace themselves.
                     message = {
@@ -148,7 +149,9 @@ class RequestLog:
             declared = dict(scope.get("headers") or []).get(b"content-length", b"")
             if declared.isdigit() and int(declared) > self.max_body_bytes:
                 response = error_response(
-                    413, f"request body too large: the limit is {self.max_body_bytes} bytes"
+                    413,
+                    f"request body too large: the limit is {self.max_body_bytes} bytes",
+                    shape=self.choices.error_body,
                 )
                 await response(scope, receive, send_wrapper)
             else:
@@ -177,12 +180,16 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         detail = f"method {request.method} is not allowed on {request.url.path}"
     else:
         detail = str(exc.detail)
-    return error_response(exc.status_code, detail, exc.headers)
+    return error_response(exc.status_code, detail, exc.headers, shape=error_shape(request))
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log_event("error", path=request.url.path, error=repr(exc))
-    return error_response(500, "internal error: this is a bug in the reference implementation")
+    return error_response(
+        500,
+        "internal error: this is a bug in the reference implementation",
+        shape=error_shape(request),
+    )
 
 
 def _submit_endpoint(service: Service, operation: Operation) -> Route:
@@ -279,7 +286,11 @@ def create_app(service: Service) -> Starlette:
                 await service.webhooks.stop()
 
     app = Starlette(
-        routes=[*core_routes(service), *console_routes(), *webhook_routes(service.webhooks)],
+        routes=[
+            *core_routes(service),
+            *console_routes(service.config.choices),
+            *webhook_routes(service.webhooks),
+        ],
         exception_handlers={
             ApiError: render_api_error,
             HTTPException: _http_error,
@@ -290,5 +301,5 @@ def create_app(service: Service) -> Starlette:
     app.state.config = service.config
     app.state.authenticator = service.authenticator
     app.state.service = service
-    app.add_middleware(RequestLog, max_body_bytes=service.config.max_body_bytes)
+    app.add_middleware(RequestLog, config=service.config)
     return app

@@ -3,16 +3,19 @@
 API keys are ``<key_prefix>_<43 url-safe characters>``; only their sha256 is stored, so a
 key is shown once and never again (spec §2). Each request looks the key up in the store,
 so a revocation takes effect on the very next request (spec §5.4). An API key never opens
-a console path and a console token never opens a /v1 path.
+a console path and a console token never opens a /v1 path, except the three "API key
+allowed" ones with the choice ``session_on_key_endpoints``.
 
 Handlers call :func:`require_key` (401 / 429 / 403, in that order: a request is identified,
-then counted against the rate limits, then checked against the scopes) or
+then counted against the rate limits (only submits, with the choice ``rate_counted``),
+then checked against the scopes) or
 :func:`require_session` (401). Both find the service's :class:`Authenticator` in
 ``request.app.state.authenticator``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -35,6 +38,7 @@ from reference.tiers import Tier, Tiers
 
 __all__ = [
     "SCOPES",
+    "SESSION_COOKIE",
     "Authenticator",
     "KeyContext",
     "SessionContext",
@@ -135,6 +139,9 @@ SCOPES = ("images:generate", "images:edit", "videos:generate", "audio:generate",
 
 #: Console sessions live this long when created through POST /api/session.
 SESSION_TTL_S = 3600
+#: The cookie that carries the console session with the choice
+#: ``console_credential = "cookie"``.
+SESSION_COOKIE = "acme_session"
 _JWT_ALGORITHM = "HS256"
 _KEY_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 
@@ -195,15 +202,19 @@ def new_key_value(prefix: str, faults: Faults) -> str:
     return f"{prefix}_{body}"
 
 
-def signing_secret_for(master_secret: str, key_id: str) -> str:
+def signing_secret_for(master_secret: str, key_id: str, keying: str = "utf8") -> str:
     """The per-key webhook secret (spec §5.6, §5.7 leaves the derivation unshown).
 
     HMAC-SHA256 of the key id under the service's master secret: stable across restarts
-    (the master secret lives in the store), distinct per key, never stored.
+    (the master secret lives in the store), distinct per key, never stored. Written as
+    hex, or with the choice ``hmac_keying = "base64-after-prefix"`` as ``whsec_`` and the
+    digest's base64, the form that keying decodes.
     """
     digest = hmac.new(
         master_secret.encode("utf-8"), f"key-signing:{key_id}".encode(), hashlib.sha256
     )
+    if keying == "base64-after-prefix":
+        return "whsec_" + base64.b64encode(digest.digest()).decode("ascii")
     return digest.hexdigest()
 
 
@@ -211,13 +222,15 @@ def _session_key(master_secret: str) -> bytes:
     return hmac.new(master_secret.encode("utf-8"), b"console-session", hashlib.sha256).digest()
 
 
-def _bearer(request: Request) -> str:
+def _bearer(request: Request, *, exact_scheme: bool = False) -> str:
+    """The token of ``Authorization: Bearer <token>``; the scheme word in any case unless
+    ``exact_scheme`` (the choice ``bearer_scheme_case``)."""
     header = request.headers.get("authorization")
     if header is None:
         raise ApiError(401, "missing Authorization header: send `Authorization: Bearer <API_KEY>`")
     scheme, _, value = header.partition(" ")
     value = value.strip()
-    if scheme.lower() != "bearer" or not value:
+    if (scheme != "Bearer" if exact_scheme else scheme.lower() != "bearer") or not value:
         raise ApiError(
             401, "malformed Authorization header: use the form `Authorization: Bearer <token>`"
         )
@@ -296,7 +309,7 @@ class Authenticator:
         opened = self._console_fault_account(request)
         if opened is not None:
             return SessionContext(account_id=opened)
-        token = _bearer(request)
+        token = self._session_token(request)
         account = self._session_account(token)
         if (
             account is not None
@@ -316,6 +329,35 @@ class Authenticator:
                 "missing, invalid or expired",
             )
         return SessionContext(account_id=account)
+
+    def _session_token(self, request: Request) -> str:
+        """The console credential as the choice ``console_credential`` carries it."""
+        if self.config.choices.console_credential == "cookie":
+            token = request.cookies.get(SESSION_COOKIE)
+            if not token:
+                raise ApiError(
+                    401,
+                    f"console paths need a signed-in session: send the {SESSION_COOKIE} "
+                    "cookie that logging in sets",
+                )
+            return token
+        return self._bearer(request)
+
+    def _bearer(self, request: Request) -> str:
+        return _bearer(request, exact_scheme=self.config.choices.bearer_scheme_case == "exact")
+
+    def account_for_key_allowed(self, request: Request) -> str:
+        """The account behind a call to one of the three "API key allowed" endpoints of
+        spec §4: an API key's, or with the choice ``session_on_key_endpoints`` a
+        signed-in session's (a key is one accepted credential there, not the only one)."""
+        if self.config.choices.session_on_key_endpoints:
+            try:
+                account = self._session_account(self._session_token(request))
+            except ApiError:
+                account = None
+            if account is not None:
+                return account
+        return self.require_key(request, None).account_id
 
     # --- API keys ---------------------------------------------------------------------
 
@@ -349,7 +391,16 @@ class Authenticator:
         return words[-1] if words else _bearer(request)
 
     def identify(self, request: Request) -> KeyContext:
-        """The key of a /v1 request, or 401 (missing, malformed, unknown, revoked)."""
+        """The key of a /v1 request, or 401 (missing, malformed, unknown, revoked; or the
+        status of the choice ``bad_key_status``)."""
+        try:
+            return self._identify(request)
+        except ApiError as refused:
+            if refused.status == 401:
+                refused.status = self.config.choices.bad_key_status
+            raise
+
+    def _identify(self, request: Request) -> KeyContext:
         if request.headers.get("authorization") is None and self.faults.on(MISSING_KEY_ACCEPTED):
             fallback = self._oldest_key_row()
             if fallback is not None:
@@ -357,7 +408,7 @@ class Authenticator:
         if self.faults.on(MALFORMED_AUTHORIZATION_ACCEPTED):
             value = self._lax_bearer(request)
         else:
-            value = _bearer(request)
+            value = self._bearer(request)
         row = self._key_row(value)
         if row is None and self.faults.on(UNKNOWN_KEY_ACCEPTED):
             prefix = self.config.key_prefix
@@ -382,7 +433,9 @@ class Authenticator:
             key_id=row["id"],
             account_id=row["account_id"],
             scopes=frozenset(json.loads(row["scopes"])),
-            signing_secret=signing_secret_for(self.config.master_secret, row["id"]),
+            signing_secret=signing_secret_for(
+                self.config.master_secret, row["id"], self.config.choices.hmac_keying
+            ),
             tier=row["tier"],
         )
         # For the structured request log (key ids only, never keys).
@@ -396,7 +449,8 @@ class Authenticator:
         key = self.identify(request)
         if request.url.path == "/v1/account/tier" and self.faults.on(TIER_REFUSES_KEYS):
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
-        window = self.limiter.admit(key.key_id, self.tier_of(key))
+        counted = scope is not None or self.config.choices.rate_counted == "every-request"
+        window = self.limiter.admit(key.key_id, self.tier_of(key)) if counted else None
         if window is not None:
             # Sent as X-RateLimit-* on the response (reference.app.RequestLog).
             request.state.ratelimit = window

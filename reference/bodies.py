@@ -2,7 +2,8 @@
 
 Every handler that takes a body (core and webhooks) reads it through
 :func:`read_json_object`, so a bad body always gets a 4xx with a useful ``detail`` and
-never a 5xx: wrong or missing content type → 415, more than ``max_body_bytes`` → 413
+never a 5xx: wrong or missing content type → 415 (unless the choice
+``body_content_type`` assumes JSON), more than ``max_body_bytes`` → 413
 (checked on Content-Length first, then while streaming, so a chunked body cannot get
 around it), undecodable or non-JSON → 400, a JSON value that is not an object → 400.
 """
@@ -27,6 +28,12 @@ def _limit(request: Request) -> int:
     return limit
 
 
+def _content_type_assumed(request: Request) -> bool:
+    """The choice ``body_content_type = "assumed"``: any body is read as JSON."""
+    config = getattr(request.app.state, "config", None)
+    return config is not None and config.choices.body_content_type == "assumed"
+
+
 def _too_large(limit: int) -> ApiError:
     return ApiError(413, f"request body too large: the limit is {limit} bytes")
 
@@ -35,7 +42,7 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object, or an :class:`ApiError` (400, 413, 415)."""
     content_type = request.headers.get("content-type", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
+    if media_type != "application/json" and not _content_type_assumed(request):
         shown = media_type or "none"
         raise ApiError(
             415, f"send the body as JSON with `Content-Type: application/json` (got {shown})"

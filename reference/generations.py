@@ -9,12 +9,14 @@ spend the credits, insert the generation and its binding, and queue it for the w
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
-import secrets
+import re
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,9 +26,10 @@ from starlette.responses import JSONResponse, Response
 from reference.accounts import now_iso
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
-from reference.config import Config
+from reference.config import Choices, Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
+from reference.ids import new_id
 from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
 from reference.store import Store
 from reference.worker import FinishHooks, GenerationWorker
@@ -201,12 +204,31 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def validate_body(operation: Operation, body: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+#: The choice ``body_values = "strict"``: the label forms the spec shows (§4: "a digit
+#: followed by K", "a number followed by p"), integer durations, shorter prompts.
+_STRICT_LABELS = {"size": re.compile(r"[1-9][0-9]?K"), "resolution": re.compile(r"[0-9]{3,4}p")}
+_STRICT_MAX_DURATION_S = 60
+_STRICT_MAX_PROMPT_CHARS = 4000
+
+
+def validate_body(
+    operation: Operation, body: Mapping[str, Any], choices: Choices | None = None
+) -> tuple[str, str, dict[str, Any]]:
     """Prompt, model and accepted optional fields of a submit body, or 400.
 
-    Unknown fields are tolerated (the spec leaves other fields "not shown"); the fields
-    the reference knows are type-checked.
+    Unknown fields are tolerated (the spec leaves other fields "not shown"), unless the
+    choice ``unknown_body_fields`` refuses them; the fields the reference knows are
+    type-checked, and with ``body_values = "strict"`` held to narrower values.
     """
+    choices = choices or Choices()
+    strict = choices.body_values == "strict"
+    if choices.unknown_body_fields == "refuse":
+        known = {"prompt", *operation.string_fields, *operation.number_fields}
+        if operation.accepts_target:
+            known |= {"callback_url", "webhook"}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise ApiError(400, f"unknown field(s) {unknown}; this endpoint takes {sorted(known)}")
     prompt = body.get("prompt")
     if prompt is None:
         raise ApiError(400, "`prompt` is required: a non-empty string")
@@ -214,17 +236,25 @@ def validate_body(operation: Operation, body: Mapping[str, Any]) -> tuple[str, s
         raise ApiError(400, f"`prompt` must be a string, not {_json_type(prompt)}")
     if not prompt.strip():
         raise ApiError(400, "`prompt` must not be empty")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise ApiError(400, f"`prompt` is too long: at most {MAX_PROMPT_CHARS} characters")
+    longest = _STRICT_MAX_PROMPT_CHARS if strict else MAX_PROMPT_CHARS
+    if len(prompt) > longest:
+        raise ApiError(400, f"`prompt` is too long: at most {longest} characters")
     model = _check_string(body, "model") or operation.default_model
     params: dict[str, Any] = {}
     for field in operation.string_fields:
         text = _check_string(body, field)
         if text is not None:
+            label = _STRICT_LABELS.get(field)
+            if strict and label is not None and not label.fullmatch(text):
+                raise ApiError(400, f"`{field}` must match {label.pattern}, not {text!r}")
             params[field] = text
     for field in operation.number_fields:
         number = _check_number(body, field)
         if number is not None:
+            if strict and not (isinstance(number, int) and 1 <= number <= _STRICT_MAX_DURATION_S):
+                raise ApiError(
+                    400, f"`{field}` must be a whole number of seconds, 1 to 60, not {number}"
+                )
             params[field] = number
     if not operation.accepts_target:
         for field in ("webhook", "callback_url"):
@@ -266,7 +296,12 @@ class GenerationService:
             (key.account_id, day),
         ).fetchone()
         spent = row["credits"] if row else 0
-        if spent + cost > tier.max_credits_per_day and not self.faults.on(CREDIT_CAP_NOT_ENFORCED):
+        # The choice credit_cap: refuse a price that would pass the cap, or admit while
+        # the credits used are below it (the cap is then refused once reached).
+        over = spent + cost > tier.max_credits_per_day
+        if self.config.choices.credit_cap == "refuse-at-cap":
+            over = spent >= tier.max_credits_per_day
+        if over and not self.faults.on(CREDIT_CAP_NOT_ENFORCED):
             refusal = rate_limited(
                 f"daily credit cap reached: {spent} of {tier.max_credits_per_day} credits "
                 f"spent today and this request costs {cost}; the cap resets at 00:00 UTC",
@@ -288,13 +323,25 @@ class GenerationService:
             (key.account_id, day, cost),
         )
 
-    def _check_concurrency(self, conn: sqlite3.Connection, key: KeyContext) -> None:
+    def _check_concurrency(self, conn: sqlite3.Connection, key: KeyContext, due_at: float) -> float:
+        """When a new generation of the key's account will be done: ``due_at``, or later
+        when the choice ``concurrency = "queue"`` puts it behind the generations in flight
+        (at most ``concurrent_limit`` run at once); by default a submit beyond the limit
+        is refused with 429."""
         tier = self.auth.tier_of(key)
         (in_flight,) = conn.execute(
             "SELECT COUNT(*) FROM generations WHERE account_id = ? AND status IN (?, ?)",
             (key.account_id, *_IN_FLIGHT),
         ).fetchone()
         if in_flight >= tier.concurrent_limit and not self.faults.on(CONCURRENCY_NOT_ENFORCED):
+            if self.config.choices.concurrency == "queue":
+                # A slot frees when the limit-th latest generation in flight is done.
+                (frees_at,) = conn.execute(
+                    "SELECT due_at FROM generations WHERE account_id = ? AND status IN (?, ?)"
+                    " ORDER BY due_at DESC LIMIT 1 OFFSET ?",
+                    (key.account_id, *_IN_FLIGHT, max(0, tier.concurrent_limit - 1)),
+                ).fetchone()
+                return max(due_at, float(frees_at) + self.config.latency_ms / 1000)
             raise rate_limited(
                 f"concurrency limit reached: {in_flight} generations of this account are in "
                 f"flight and the tier allows {tier.concurrent_limit}; retry once one finishes",
@@ -302,6 +349,18 @@ class GenerationService:
                 window=self.auth.limiter.window_state(key.key_id, tier),
                 faults=self.faults,
             )
+        return due_at
+
+    @contextlib.contextmanager
+    def _body_errors(self) -> Iterator[None]:
+        """A body refused with 400 gets the status of the choice ``invalid_body_status``
+        (spec §7 states 400 for bad callback targets only, which are judged elsewhere)."""
+        try:
+            yield
+        except ApiError as refused:
+            if refused.status == 400:
+                refused.status = self.config.choices.invalid_body_status
+            raise
 
     def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
         """The submit body as a service with the body faults reads it (each of these faults
@@ -333,13 +392,14 @@ class GenerationService:
             MODEL_CATEGORY_NOT_ENFORCED
         ):
             # Spec §2 names allowed_model_types; the status for a category the tier lacks
-            # is not shown: 403 (an interpretation, like a missing scope).
+            # is not shown: 403 (an interpretation, like a missing scope), or the choice's.
             raise ApiError(
-                403,
+                self.config.choices.model_category_status,
                 f"the tier {tier.plan_code!r} does not include the {operation.type!r} model "
                 f"category (allowed: {', '.join(tier.allowed_model_types)})",
             )
-        body = await read_json_object(request)
+        with self._body_errors():
+            body = await read_json_object(request)
         cost = self.auth.tiers.prices[operation.type]
         if self.faults.on(CREDITS_NOT_SPENT):
             cost = 0
@@ -350,7 +410,8 @@ class GenerationService:
                 self._spend(conn, key, cost, day)
         if self.faults.enabled:
             body = self._faulty_body(operation, body)
-        prompt, model, params = validate_body(operation, body)
+        with self._body_errors():
+            prompt, model, params = validate_body(operation, body, self.config.choices)
         try:
             binding = (
                 await self.hooks.select_target(body, key) if operation.accepts_target else None
@@ -360,12 +421,12 @@ class GenerationService:
                 with self.store.transaction() as conn:
                     self._spend(conn, key, cost, day)
             raise
-        generation_id = "gen_" + secrets.token_hex(12)
+        generation_id = new_id("generation", self.config.choices.id_form)
         created = now_iso()
         due_at = time.time() + self.config.latency_ms / 1000
         try:
             with self.store.transaction() as conn:
-                self._check_concurrency(conn, key)
+                due_at = self._check_concurrency(conn, key, due_at)
                 if not early_spend:
                     self._spend(conn, key, cost, day)
                 conn.execute(
@@ -387,16 +448,21 @@ class GenerationService:
                         (charge, key.account_id, day),
                     )
             raise
+        if binding is None and operation.type == "image":
+            if self.config.choices.image_without_target == "sync":
+                return await self._run_now(generation_id, due_at, key)
         self.worker.schedule(generation_id, due_at)
         answer: dict[str, Any] = {
             "id": generation_id,
             "object": "generation",
-            "status": "queued",
+            "status": self.config.choices.pending_status,
             "type": operation.type,
             "model": model,
             "created_at": created,
             "webhook": self.hooks.binding_view(generation_id) if binding is not None else None,
         }
+        if self.config.choices.accepted_body == "id-only":
+            answer = {"id": generation_id}
         if self.faults.on(GENERATION_ID_MISSING):
             del answer["id"]
         status = 200 if self.faults.on(STATUS_200_INSTEAD_OF_202) else 202
@@ -404,8 +470,23 @@ class GenerationService:
             status = 200
         return JSONResponse(answer, status_code=status)
 
+    async def _run_now(self, generation_id: str, due_at: float, key: KeyContext) -> Response:
+        """The choice ``image_without_target = "sync"``: an image without a delivery
+        target is made during the request and answered 200 with the finished generation
+        (spec §6 and §9 make images asynchronous only with a target)."""
+        await asyncio.sleep(max(0.0, due_at - time.time()))
+        await self.worker.run_now(generation_id)
+        rows = self.store.read("SELECT * FROM generations WHERE id = ?", (generation_id,))
+        return JSONResponse(self._body(self.view(rows[0], key)))
+
     async def auth_key(self, request: Request, scope: str | None) -> KeyContext:
         return self.auth.require_key(request, scope)
+
+    def _body(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A generation as the choice ``generation_body`` shows it."""
+        if self.config.choices.generation_body == "wrapped":
+            return {"generation": record}
+        return record
 
     # --- read -------------------------------------------------------------------------
 
@@ -417,7 +498,9 @@ class GenerationService:
             "type": row["type"],
             "operation": row["operation"],
             "model": row["model"],
-            "status": row["status"],
+            "status": self.config.choices.pending_status
+            if row["status"] in _IN_FLIGHT
+            else row["status"],
             "prompt": row["prompt"],
             **{f: params[f] for f in sorted(params)},
             # Built from the current base_url: a restart on another port keeps links valid.
@@ -442,6 +525,10 @@ class GenerationService:
             (generation_id, key.account_id),
         )
         if not rows or self.faults.on(GENERATION_READ_404):
-            # Another account's generation is indistinguishable from an unknown one.
-            raise ApiError(404, f"no generation {generation_id!r} for this account")
-        return JSONResponse(self.view(rows[0], key))
+            # Another account's generation is indistinguishable from an unknown one,
+            # unless the choice foreign_resource_status says 403 for it.
+            status = 404
+            if self.store.read("SELECT 1 FROM generations WHERE id = ?", (generation_id,)):
+                status = self.config.choices.foreign_resource_status
+            raise ApiError(status, f"no generation {generation_id!r} for this account")
+        return JSONResponse(self._body(self.view(rows[0], key)))

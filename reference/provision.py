@@ -5,7 +5,10 @@ tier, ``low-limit`` on the low-limit tier, ``restricted-models`` on a tier witho
 video category. Then the keys of every profile role (ARCHITECTURE.md, "Target profile"):
 ``primary`` with every scope; ``without-<scope>`` lacking one scope each; ``revoked``;
 ``foreign`` (second account); ``low-limit``; ``restricted-models``. Console sessions are
-issued for primary and second, and the complete TOML profile is written.
+issued for primary and second, and the complete TOML profile is written. Where the spec
+leaves room, the profile declares the side the service's choices take (``Config.choices``;
+the variant's differ): the console operations (``[adapter]``), the delivery headers' brand
+word and the HMAC keying (``[wire]``) and the requests the limiter counts (``[rate]``).
 
 Re-provisioning into an existing database is idempotent in effect: raw keys are known
 only at creation, so the keys a previous provisioning created are revoked and fresh ones
@@ -24,8 +27,11 @@ import tomli_w
 
 from genapi_spec import API_VERSION
 from reference import accounts
-from reference.auth import SCOPES, signing_secret_for
+from reference.auth import SCOPES, SESSION_COOKIE, signing_secret_for
+from reference.config import Choices
+from reference.console import console_api
 from reference.store import Store
+from reference.webhooks.routes import VARIANT_WEBHOOK_FIELDS
 from reference.worker import CANCEL_MARK, FAIL_MARK
 
 __all__ = ["ACCOUNTS", "provision"]
@@ -99,13 +105,16 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
             prefix=config.key_prefix,
             faults=service.faults,
             role=role,
+            id_form=config.choices.id_form,
         )
         entry: dict[str, Any] = {
             "key": created.value,
             "key_id": created.key_id,
             "account": account,
             "scopes": list(scopes),
-            "signing_secret": signing_secret_for(config.master_secret, created.key_id),
+            "signing_secret": signing_secret_for(
+                config.master_secret, created.key_id, config.choices.hmac_keying
+            ),
         }
         if role == "revoked":
             accounts.revoke_key(store, made[account][0], created.key_id)
@@ -116,14 +125,13 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         account_id, email, password = made[name]
         token, _ = service.authenticator.issue_session(account_id, PROVISIONED_SESSION_TTL_S)
         sessions[name] = {"token": token, "email": email, "password": password}
+    choices = config.choices
     profile: dict[str, Any] = {
-        "name": "reference (embedded)",
+        "name": "reference (embedded)" if choices == Choices() else "reference variant (embedded)",
         "base_url": config.base_url,
         "key_prefix": config.key_prefix,
         "api_version": API_VERSION,
-        # The console paths above are the reference's own (the spec shows none): the
-        # suite ships them as a declaration preset.
-        "adapter": {"preset": "reference"},
+        "adapter": _adapter(choices),
         "keys": keys,
         "sessions": sessions,
         "receiver": {"listen_host": "127.0.0.1", "listen_port": 0, "public_url": ""},
@@ -137,11 +145,10 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "usage": {"path": "/v1/account/usage", "field": "credits_used_today"},
         "budgets": {"max_requests_per_rate_check": 200, "destructive": True},
         "timing": {"tolerance_seconds": 0.6},
-        # The reference's wire choices (spec §6): the neutral brand word, and the HMAC
-        # keyed with the secret string's UTF-8 bytes (reference.webhooks.signing); its
-        # limiter counts every authenticated /v1 request, reads included.
-        "wire": {"header_brand": "Service", "secret_keying": "utf8"},
-        "rate": {"request": "reads"},
+        # The wire choices (spec §6): the brand word of the delivery headers and the HMAC
+        # keying (reference.webhooks.signing); and which requests the limiter counts.
+        "wire": {"header_brand": choices.header_brand, "secret_keying": choices.hmac_keying},
+        "rate": {"request": "reads" if choices.rate_counted == "every-request" else "submits"},
     }
     if config.dns_server is not None:
         host, port = config.dns_server
@@ -149,6 +156,88 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         profile["dns"] = {"server": f"{shown}:{port}", "domain": "rebind.genapi.test"}
     _write_private(profile_path, tomli_w.dumps(profile))
     return profile
+
+
+def _adapter(choices: Choices) -> dict[str, Any]:
+    """The ``[adapter]`` declaration of the console the choices give: the spec shows no
+    request for the log-in and the keys, and no console payload (§4, §5.4, §5.8).
+
+    The reference's own console is the suite's preset ``reference``; any other is
+    declared in full, from the descriptions its routes are built from.
+    """
+    own = Choices()
+    if (choices.console_api, choices.console_credential, choices.console_webhook_payloads) == (
+        own.console_api,
+        own.console_credential,
+        own.console_webhook_payloads,
+    ):
+        return {"preset": "reference"}
+    api = console_api(choices)
+    hook = VARIANT_WEBHOOK_FIELDS if choices.console_webhook_payloads == "variant" else {}
+    revoke_method, revoke_path = api.revoke
+    credential: dict[str, Any] = {"scheme": choices.console_credential}
+    if choices.console_credential == "cookie":
+        credential["cookie"] = SESSION_COOKIE
+    return {
+        "credential": credential,
+        "login": {
+            "method": "POST",
+            "path": api.login_path,
+            "body": {api.email_field: "{email}", api.password_field: "{password}"},
+            "status": 200,
+            "token": f"/{api.token_field}",
+        },
+        "create_key": {
+            "method": "POST",
+            "path": api.keys_path,
+            "body": {api.name("name"): "{name}", api.name("scopes"): "{scopes}"},
+            "status": api.create_status,
+            "id": f"/{api.name('id')}",
+            "key": f"/{api.name('key')}",
+        },
+        "key_detail": {
+            "method": "GET",
+            "path": api.keys_path + "/{id}",
+            "status": 200,
+            "name": f"/{api.name('name')}",
+            "scopes": f"/{api.name('scopes')}",
+            "signing_secret": f"/{api.name('signing_secret')}",
+        },
+        "revoke_key": {
+            "method": revoke_method,
+            "path": revoke_path.replace("{key_id}", "{id}"),
+            "status": api.revoke_status,
+        },
+        "list_keys": {
+            "method": "GET",
+            "path": api.keys_path,
+            "status": 200,
+            "list": "" if api.keys_listed_bare else "/keys",
+            "item_id": f"/{api.name('id')}",
+        },
+        "create_webhook": {
+            "method": "POST",
+            "path": "/api/webhooks",
+            "body": {hook.get("url", "url"): "{url}", hook.get("events", "events"): "{events}"},
+            "status": 200 if hook else 201,
+            "id": "/id",
+            "secret": f"/{hook.get('secret', 'secret')}",
+        },
+        "list_webhooks": {
+            "method": "GET",
+            "path": "/api/webhooks",
+            "status": 200,
+            "list": "" if hook else "/webhooks",
+            "item_id": "/id",
+            "item_url": f"/{hook.get('url', 'url')}",
+        },
+        "test_webhook": {"method": "POST", "path": "/api/webhooks/{id}/test", "status": 200},
+        "delete_webhook": {
+            "method": "DELETE",
+            "path": "/api/webhooks/{id}",
+            "status": 200 if hook else 204,
+        },
+    }
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -62,10 +62,14 @@ def _positive_int(table: Mapping[str, Any], field: str, where: str) -> int:
     return value
 
 
-def parse_tiers(document: Mapping[str, Any]) -> Tiers:
-    """Validate a parsed tiers document (a typo must stop the service, not skew limits)."""
-    prices_table = document.get("prices", {})
-    prices = {kind: _positive_int(prices_table, kind, "prices") for kind in MODEL_TYPES}
+def parse_tiers(document: Mapping[str, Any], prices_table_name: str = "prices") -> Tiers:
+    """Validate a parsed tiers document (a typo must stop the service, not skew limits).
+
+    ``prices_table_name`` picks the price table (the choice ``prices``: ``[prices]`` or
+    ``[variant-prices]``).
+    """
+    prices_table = document.get(prices_table_name, {})
+    prices = {kind: _positive_int(prices_table, kind, prices_table_name) for kind in MODEL_TYPES}
     tiers: dict[str, Tier] = {}
     for name, table in document.get("tiers", {}).items():
         types = table.get("allowed_model_types")
@@ -85,7 +89,7 @@ def parse_tiers(document: Mapping[str, Any]) -> Tiers:
 
 
 @cache
-def load_tiers() -> Tiers:
-    """The tiers shipped with the package."""
+def load_tiers(prices_table_name: str = "prices") -> Tiers:
+    """The tiers shipped with the package, with the named price table."""
     text = (resources.files("reference") / "tiers.toml").read_text(encoding="utf-8")
-    return parse_tiers(tomllib.loads(text))
+    return parse_tiers(tomllib.loads(text), prices_table_name)

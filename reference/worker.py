@@ -9,7 +9,8 @@ back.
 
 Sandbox contract (how failure and cancellation are driven from outside):
 ``[sandbox:fail]`` in the prompt fails the generation, ``[sandbox:cancel]`` cancels it;
-either way the credits are refunded (spec §1, §6) and ``credits_used`` becomes 0.
+either way the credits are refunded (spec §1, §6) and ``credits_used`` becomes 0 (or stays
+the price, with the choice ``failed_credits_used``).
 """
 
 from __future__ import annotations
@@ -144,6 +145,10 @@ class GenerationWorker:
             self._wakeup.clear()
             await wait_event(self._wakeup, max(0.0, min(timeout, 1.0)))
 
+    async def run_now(self, generation_id: str) -> None:
+        """Do one generation at once, during its request (the choice image_without_target)."""
+        await run_db(self._process, [generation_id])
+
     def _process(self, generation_ids: Sequence[str]) -> None:
         # Only this worker moves a generation out of 'queued', so a plain read is enough;
         # the work and its result then land in one transaction (a crash in between leaves
@@ -174,6 +179,8 @@ class GenerationWorker:
         """Do the work; returns (status, output file bytes, error message)."""
         prompt: str = row["prompt"]
         if CANCEL_MARK in prompt:
+            if self.config.choices.cancelled_error_message == "null":
+                return "cancelled", None, None
             return "cancelled", None, "cancelled: the prompt asked for it ([sandbox:cancel])"
         failing = FAIL_MARK in prompt
         if failing and not self.faults.on(FAILURE_OUTPUT_URL_SET):
@@ -201,7 +208,9 @@ class GenerationWorker:
                 "WHERE account_id = ? AND day = ?",
                 (credits, row["account_id"], row["credits_day"]),
             )
-            credits = 0
+            # The choice failed_credits_used: 0 once refunded, or the price charged.
+            if self.config.choices.failed_credits_used == "zero":
+                credits = 0
         output_url = self.output_url(name)
         stamp = now_iso()
         conn.execute(

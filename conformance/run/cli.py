@@ -6,7 +6,8 @@ Subcommands:
   bundled reference implementation on loopback (a fresh store, provisioned accounts and
   keys, callback hosts resolved through the run's DNS server, which this process serves
   for every worker: see :mod:`conformance.run.launcher`) and runs against it; ``--fault
-  NAME`` starts it with a fault injected.
+  NAME`` starts it with a fault injected, ``--variant`` as the variant that takes the
+  other legitimate side of every choice the spec leaves open.
 * ``init-profile PATH``: write the commented profile template, to fill in for a target.
 * ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
 
@@ -141,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         "see `genapi-conformance faults`)",
     )
     run.add_argument(
+        "--variant",
+        action="store_true",
+        help="run against the embedded reference taking the other legitimate side of every "
+        "choice the spec leaves open (its profile declares them)",
+    )
+    run.add_argument(
         "-k",
         dest="keyword",
         metavar="EXPR",
@@ -196,9 +203,10 @@ def run(options: argparse.Namespace) -> int:
     profile_arg = options.profile or (
         Path(os.environ["GENAPI_PROFILE"]) if os.environ.get("GENAPI_PROFILE") else None
     )
-    if profile_arg is not None and options.fault:
+    if profile_arg is not None and (options.fault or options.variant):
+        flag = "--fault" if options.fault else "--variant"
         err.print(
-            "genapi-conformance: --fault applies only to the embedded reference "
+            f"genapi-conformance: {flag} applies only to the embedded reference "
             "(run without --profile)"
         )
         return EXIT_USAGE
@@ -213,10 +221,11 @@ def run(options: argparse.Namespace) -> int:
             return _run_pytest(options, Preloaded(profile_arg, profile), report_dir, err)
     err.print(
         "no --profile: starting the embedded reference implementation"
+        + (" (variant)" if options.variant else "")
         + (f" with faults {', '.join(options.fault)}" if options.fault else "")
     )
     try:
-        with EmbeddedReference(faults=options.fault) as embedded_profile:
+        with EmbeddedReference(faults=options.fault, variant=options.variant) as embedded_profile:
             try:
                 profile = load_profile(embedded_profile)
             except ProfileError as error:

@@ -59,6 +59,9 @@ class EmbeddedReference:
     resolves callback hosts through it (``--dns-server``) and the profile's ``[dns]``
     table says where it is and where its zone lives (``zone_dir``).
 
+    With ``variant`` the reference takes the other legitimate side of every choice the
+    spec leaves open (``serve --variant``) and provisions a profile that declares it.
+
     ``command`` replaces ``python -m reference`` (the project's tests use a small fake).
     """
 
@@ -72,8 +75,10 @@ class EmbeddedReference:
         command: Sequence[str] | None = None,
         workdir: Path | None = None,
         dns: bool = True,
+        variant: bool = False,
     ) -> None:
         self._faults = tuple(faults)
+        self._variant = variant
         self._dns = dns
         self.dns_server: DnsServer | None = None
         self._extra_args = tuple(extra_args)
@@ -116,6 +121,8 @@ class EmbeddedReference:
             argv += ["--dns-server", f"{host}:{port}"]
         for fault in self._faults:
             argv += ["--fault", fault]
+        if self._variant:
+            argv.append("--variant")
         argv += self._extra_args
         return argv
 

@@ -13,8 +13,10 @@ attempt that did not succeed. Automatic attempts end ``delivered`` or ``exhauste
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -119,7 +121,9 @@ class Attempts:
         return self._per_key_secret(row.key_id)
 
     def _per_key_secret(self, key_id: str) -> str:
-        return signing_secret_for(self.config.master_secret, key_id)
+        return signing_secret_for(
+            self.config.master_secret, key_id, self.config.choices.hmac_keying
+        )
 
     def _first_key_of_account(self, key_id: str) -> str:
         rows = self.store.read(
@@ -179,7 +183,23 @@ class Attempts:
                 else None
             ),
             pretend_sent=self.faults.on(DELIVERED_WITHOUT_SENDING),
+            **self._chosen_options(row),
         )
+
+    def _chosen_options(self, row: DeliveryRow) -> dict[str, Any]:
+        """The SendOptions of the open choices (``Config.choices``)."""
+        choices = self.config.choices
+        signed_at = None
+        if choices.signature_time == "first-signing":
+            signed_at = int(datetime.fromisoformat(row.created_at).timestamp())
+        return {
+            "header_brand": choices.header_brand,
+            "keying": choices.hmac_keying,
+            "upper_hex": choices.signature_hex_case == "upper",
+            "signed_at": signed_at,
+            "timestamp_form": choices.timestamp_form,
+            "timeout_status": choices.no_reply_status,
+        }
 
     def _rewrite(
         self, method: str, headers: dict[str, str], request: DeliveryRequest
@@ -208,13 +228,19 @@ class Attempts:
         """One synchronous attempt (test or redeliver), recorded before answering.
 
         Numbered after the previous attempts (X-Service-Attempt continues: 4 after three
-        automatic attempts), with a fresh signature timestamp.
+        automatic attempts, unless the choice redelivery_attempt_header restarts it), with
+        a fresh signature timestamp (unless the choice signature_time keeps the first).
         """
         record_id = record_id or row.id
         if record_id in self._manual:
             raise ApiError(409, "a redelivery of this delivery is already in progress")
         self._manual.add(record_id)
         try:
+            # The choice redelivery_attempt_header: a redelivery's header numbers on from
+            # the delivery's attempts, or starts again at 1; the record numbers on.
+            restart = trigger == "redeliver" and (
+                self.config.choices.redelivery_attempt_header == "restart"
+            )
             request = DeliveryRequest(
                 delivery_id=row.id,
                 event_type=row.event_type,
@@ -222,7 +248,7 @@ class Attempts:
                 url=row.target_url,
                 address=address,
                 body=row.body,
-                attempt=row.attempt_count + 1,
+                attempt=1 if restart else row.attempt_count + 1,
                 secret=self.secret_for(row),
             )
             result = await send_attempt(
@@ -232,6 +258,7 @@ class Attempts:
                 timer_slack_s=self.policy.timer_slack_s,
                 options=self.options_for(row),
             )
+            result = dataclasses.replace(result, n=row.attempt_count + 1)
             outcome = "delivered" if result.succeeded else "failed"
             await run_db(self.record_manual, record_id, result, trigger, outcome)
             log_event(

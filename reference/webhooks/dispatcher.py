@@ -298,7 +298,7 @@ class Dispatcher:
             if self._policy.retry_first_success and result.n == 1:
                 return "pending_retry", ended + self._policy.backoff_after(result.n)
             return self._policy.delivered_outcome, None
-        timed_out = result.status == 0 and (result.error or "").startswith("no response")
+        timed_out = (result.error or "").startswith("no response")
         if result.n >= self._policy.max_attempts or (timed_out and not self._policy.retry_timeouts):
             return self._policy.exhausted_outcome, None
         return "pending_retry", ended + self._policy.backoff_after(result.n)

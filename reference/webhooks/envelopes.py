@@ -54,8 +54,9 @@ def new_event_id() -> str:
     return f"evt_{secrets.token_hex(16)}"
 
 
-def timestamp_now(*, with_offset: bool = True) -> str:
-    """ISO 8601 UTC timestamp with millisecond precision and an explicit ``+00:00``.
+def timestamp_now(*, with_offset: bool = True, form: str = "offset-ms") -> str:
+    """ISO 8601 UTC timestamp with millisecond precision and an explicit ``+00:00``, or
+    for ``form="z-seconds"`` (the choice ``timestamp_form``) whole seconds and ``Z``.
 
     ``with_offset=False`` exists only for the fault that drops the offset (spec §2
     requires "ISO 8601 timestamp with offset").
@@ -63,6 +64,8 @@ def timestamp_now(*, with_offset: bool = True) -> str:
     now = datetime.now(UTC)
     if not with_offset:
         now = now.replace(tzinfo=None)
+    elif form == "z-seconds":
+        return now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return now.isoformat(timespec="milliseconds")
 
 

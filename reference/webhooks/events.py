@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from genapi_spec import API_VERSION
+from reference.config import Choices
 from reference.fault import Fault, Faults
+from reference.ids import new_id
 from reference.logs import log_event
 
 from . import envelopes, event_faults
@@ -51,9 +53,10 @@ CALLBACK_BODY_NOT_FLATTENED = Fault(
 class Events:
     """Queues the deliveries of finished generations."""
 
-    def __init__(self, faults: Faults, targets: Targets) -> None:
+    def __init__(self, faults: Faults, targets: Targets, choices: Choices) -> None:
         self.faults = faults
         self.targets = targets
+        self.choices = choices
 
     def enqueue(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None:
         """Queue the event a finished generation fires, in the caller's transaction."""
@@ -87,11 +90,12 @@ class Events:
             operation=_operation_of(conn, str(generation["id"])),
         ):
             return
-        event_id = envelopes.new_event_id()
+        event_id = new_id("event", self.choices.id_form)
         if faulty:
             event_id = event_faults.event_id(self.faults, event_id)
         created_at = envelopes.timestamp_now(
-            with_offset=not self.faults.on(CREATED_AT_WITHOUT_OFFSET)
+            with_offset=not self.faults.on(CREATED_AT_WITHOUT_OFFSET),
+            form=self.choices.timestamp_form,
         )
         webhook_id = binding.webhook_id
         if binding.mode == "inline" and self.faults.on(WEBHOOK_ID_NOT_NULL_INLINE):

@@ -200,14 +200,19 @@ def delivery_views(
     params: Sequence[Any],
     *,
     limit: int | None = None,
+    newest_first: bool = True,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Delivery records matching ``where`` (newest first) and the total count.
+    """Delivery records matching ``where`` (newest first, or oldest first: the choice
+    ``list_order``) and the total count.
 
     ``total`` counts every match, not only the ``limit`` returned (spec §4 list shape).
     """
     total_rows = store.read(f"SELECT COUNT(*) AS n FROM webhook_deliveries WHERE {where}", params)  # noqa: S608 (where is built from fixed fragments)
     total = int(total_rows[0]["n"])
-    sql = f"SELECT * FROM webhook_deliveries WHERE {where} ORDER BY created_at DESC, rowid DESC"  # noqa: S608
+    order = "DESC" if newest_first else "ASC"
+    sql = (
+        f"SELECT * FROM webhook_deliveries WHERE {where} ORDER BY created_at {order}, rowid {order}"  # noqa: S608
+    )
     query_params = list(params)
     if limit is not None:
         sql += " LIMIT ?"

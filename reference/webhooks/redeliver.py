@@ -2,10 +2,11 @@
 
 The recorded target is validated again first: a host that now resolves to a private
 address is a 400, nothing is fetched and the record stays as it was (spec §3). Then only
-``exhausted`` or ``failed`` deliveries may be replayed (spec §3); a ``delivered`` or
-``pending_retry`` one gets 409, as does a delivery of a deleted webhook (an
-interpretation). The replay is one attempt, made synchronously and recorded on the
-delivery, with a fresh signature timestamp and the original bytes and event id.
+``exhausted`` or ``failed`` deliveries may be replayed (spec §3; the choice
+``redeliverable`` adds ``delivered``); a ``pending_retry`` one gets 409, as does a
+delivery of a deleted webhook (an interpretation). The replay is one attempt, made
+synchronously and recorded on the delivery, with a fresh signature timestamp and the
+original bytes and event id.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 from typing import Any
 
 from reference.aio import run_db
+from reference.config import Choices
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.netguard import CallbackRejected
@@ -22,6 +24,7 @@ from reference.store import Store
 
 from . import envelopes, url_faults
 from .attempts import Attempts, manual_answer
+from .lists import not_yours
 from .records import DeliveryRow, get_delivery
 from .targets import Targets
 
@@ -84,11 +87,13 @@ class Redelivery:
         faults: Faults,
         targets: Targets,
         attempts: Attempts,
+        choices: Choices,
     ) -> None:
         self.store = store
         self.faults = faults
         self.targets = targets
         self.attempts = attempts
+        self.choices = choices
 
     async def redeliver(self, account_id: str, delivery_id: str) -> dict[str, Any]:
         """Replay a delivery: re-validate, then one attempt with the original bytes and id."""
@@ -96,7 +101,10 @@ class Redelivery:
             raise ApiError(401, "fault: redeliver refuses API keys")
         row = await run_db(get_delivery, self.store, delivery_id)
         if row is None or row.account_id != account_id:
-            raise ApiError(404, "no delivery with this id in this key's account")
+            raise ApiError(
+                not_yours(self.choices, row is not None),
+                "no delivery with this id in this key's account",
+            )
         if self.faults.on(REDELIVER_SKIPS_REVALIDATION):
             # Fault: resolve and connect, without checking where the name now points.
             address = (await self.targets.unchecked(row.target_url, where="target")).address
@@ -117,6 +125,8 @@ class Redelivery:
                 ) from None
             address = str(target.address)
         redeliverable = {"exhausted"} if self.faults.on(REDELIVER_REFUSES_FAILED) else REDELIVERABLE
+        if self.choices.redeliverable == "any-final":
+            redeliverable = REDELIVERABLE | {"delivered"}
         if row.outcome not in redeliverable:
             raise ApiError(
                 409,
@@ -133,6 +143,8 @@ class Redelivery:
         if self.faults.on(REDELIVER_SENDS_NOTHING):
             return {"id": delivery_id, "outcome": "delivered", "status_code": 200}
         sent = _with_new_event_id(row) if self.faults.on(REDELIVER_NEW_EVENT_ID) else row
+        if self.choices.redelivery_bytes == "reserialized":  # the same JSON, new bytes
+            sent = dataclasses.replace(row, body=json.dumps(json.loads(row.body)).encode())
         if self.faults.on(REDELIVER_PAYLOAD_REBUILT):
             body = json.loads(row.body)
             body["created_at"] = envelopes.timestamp_now()

@@ -11,18 +11,28 @@ Extension: the console test delivery sends one ``webhook.test`` event now.
 
 from __future__ import annotations
 
+import base64
 import secrets
 from typing import Any
 
+from reference.config import Choices
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
+from reference.ids import new_id
 from reference.store import Store
 
 from . import envelopes
 from .attempts import Attempts, manual_answer
-from .envelopes import DEFAULT_EVENTS, TEST_EVENT
+from .envelopes import DEFAULT_EVENTS
 from .records import DeliveryRow, insert_delivery
-from .targets import Targets, events_from_row, events_json, parse_events, registered_webhook_row
+from .targets import (
+    Targets,
+    chosen_events,
+    events_from_row,
+    events_json,
+    parse_events,
+    registered_webhook_row,
+)
 
 __all__ = ["RegisteredWebhooks"]
 
@@ -66,22 +76,33 @@ class RegisteredWebhooks:
     """The registered webhooks of the console."""
 
     def __init__(
-        self, store: Store, faults: Faults, base_url: str, targets: Targets, attempts: Attempts
+        self,
+        store: Store,
+        faults: Faults,
+        base_url: str,
+        targets: Targets,
+        attempts: Attempts,
+        choices: Choices,
     ) -> None:
         self.store = store
         self.faults = faults
         self.base_url = base_url
         self.targets = targets
         self.attempts = attempts
+        self.choices = choices
 
     async def create(self, account_id: str, body: Any) -> dict[str, Any]:
         """Register a webhook; the whsec_ secret is in this answer and never again."""
         if not isinstance(body, dict):
             raise ApiError(400, 'send a JSON object: {"url": ..., "events": [...]}')
         target = await self.targets.validated(body.get("url"), where="url")
-        events = parse_events(body.get("events"), where="events") or DEFAULT_EVENTS
-        webhook_id = f"wh_{secrets.token_hex(12)}"
+        choices = self.choices
+        events = parse_events(body.get("events"), where="events", choices=choices)
+        events = chosen_events(events, choices) or DEFAULT_EVENTS
+        webhook_id = new_id("webhook", choices.id_form)
         secret = f"whsec_{secrets.token_urlsafe(32)}"
+        if choices.hmac_keying == "base64-after-prefix":  # the form that keying decodes
+            secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         if self.faults.on(WEBHOOK_SECRET_UNPREFIXED):
             secret = secrets.token_urlsafe(32)
         created_at = envelopes.timestamp_now()
@@ -157,11 +178,12 @@ class RegisteredWebhooks:
         if self.faults.on(WEBHOOK_TEST_SENDS_NOTHING):
             return {"outcome": "delivered", "status_code": 200}
         target = await self.targets.validated(webhook["url"], where="the registered webhook's url")
-        event_id = envelopes.new_event_id()
+        choices = self.choices
+        event_id = new_id("event", choices.id_form)
         generation_id = f"gen_test_{secrets.token_hex(8)}"
         envelope = envelopes.build_envelope(
             event_id=event_id,
-            event=TEST_EVENT,
+            event=choices.test_event,
             data={
                 "generation_id": generation_id,
                 "status": "completed",
@@ -172,7 +194,7 @@ class RegisteredWebhooks:
                 "credits_used": 0,
             },
             webhook_id=webhook_id,
-            created_at=envelopes.timestamp_now(),
+            created_at=envelopes.timestamp_now(form=choices.timestamp_form),
         )
         row = DeliveryRow(
             id=event_id,
@@ -181,7 +203,7 @@ class RegisteredWebhooks:
             key_id=None,
             webhook_id=webhook_id,
             mode="registered",
-            event_type=TEST_EVENT,
+            event_type=choices.test_event,
             target_url=target.url,
             address=str(target.address),
             body=envelopes.body_bytes(envelope),

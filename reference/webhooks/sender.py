@@ -8,7 +8,10 @@ netguard's transport), never to a fresh DNS answer.
 
 Interpretation (spec §2 types ``status`` as an integer): an attempt that got no HTTP
 response (timeout, refused connection) is recorded with ``status`` 0 and an ``error``
-string saying what happened.
+string saying what happened; with the choice ``no_reply_status = 504`` a timed-out one is
+recorded 504, as an HTTP proxy reports a silent upstream. The headers' brand word, the
+signature's keying, hex case and time, and the form of ``at`` follow ``SendOptions``
+(the service fills them from ``Config.choices``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 import httpx
 
 from .envelopes import new_event_id, timestamp_now
-from .signing import SIGNATURE_HEADER, signature_header
+from .signing import signature_header
 
 __all__ = ["AttemptResult", "DeliveryRequest", "send_attempt"]
 
@@ -91,11 +94,21 @@ class SendOptions:
     rewrite: Callable[[str, dict[str, str], DeliveryRequest], tuple[str, dict[str, str]]] | None = (
         None
     )
+    #: Where the spec leaves room (``Config.choices``): the headers' brand word, the HMAC
+    #: keying, upper-case hex, a fixed signing time (None: now), the ``at`` form and the
+    #: status recorded for an attempt that timed out.
+    header_brand: str = "Service"
+    keying: str = "utf8"
+    upper_hex: bool = False
+    signed_at: int | None = None
+    timestamp_form: str = "offset-ms"
+    timeout_status: int = 0
 
 
 def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, str]:
-    """The delivery headers of spec §6; ``t`` is fresh for every attempt."""
-    timestamp = int(time.time())
+    """The delivery headers of spec §6; ``t`` is fresh for every attempt unless the
+    options fix it (the choice ``signature_time``)."""
+    timestamp = int(time.time()) if options.signed_at is None else options.signed_at
     signed_body = (
         options.signed_body_override if options.signed_body_override is not None else request.body
     )
@@ -104,16 +117,19 @@ def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, s
         if options.signing_secret_override is not None
         else request.secret
     )
+    brand = f"X-{options.header_brand}-"
     return {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        "X-Service-Event": request.event_type,
-        "X-Service-Delivery": (
+        f"{brand}Event": request.event_type,
+        f"{brand}Delivery": (
             new_event_id() if options.mismatched_delivery_header else request.delivery_id
         ),
-        "X-Service-Attempt": str(request.attempt),
-        "X-Service-Generation": request.generation_id,
-        SIGNATURE_HEADER: signature_header(secret, timestamp, signed_body),
+        f"{brand}Attempt": str(request.attempt),
+        f"{brand}Generation": request.generation_id,
+        f"{brand}Signature": signature_header(
+            secret, timestamp, signed_body, keying=options.keying, upper=options.upper_hex
+        ),
     }
 
 
@@ -146,7 +162,7 @@ async def send_attempt(
         request = options.per_attempt(request)
     if options.pretend_sent:
         return AttemptResult(n=request.attempt, at=timestamp_now(), status=200, ms=0, error=None)
-    at = timestamp_now()
+    at = timestamp_now(form=options.timestamp_form)
     started = time.monotonic()
     status = 0
     error: str | None = None
@@ -173,9 +189,8 @@ async def send_attempt(
             error = f"target answered {status}; redirects are not followed"
         elif not 200 <= status < 300:
             error = f"target answered {status} (not 2xx)"
-    except TimeoutError:
-        error = f"no response within {timeout_s:g} s"
-    except httpx.TimeoutException:
+    except (TimeoutError, httpx.TimeoutException):
+        status = options.timeout_status
         error = f"no response within {timeout_s:g} s"
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -54,11 +54,13 @@ class WebhookService:
         client_factory: Callable[[], httpx.AsyncClient] | None = None,
     ) -> None:
         self.store = store
+        #: Where the spec leaves room, which side the service takes (the routes read it).
+        self.choices = choices = config.choices
         delivery = delivery_policy(config, faults)
         self.targets = Targets(
-            store, faults, policy if policy is not None else policy_from_config(config)
+            store, faults, policy if policy is not None else policy_from_config(config), choices
         )
-        self.events = Events(faults, self.targets)
+        self.events = Events(faults, self.targets, choices)
         self.attempts = Attempts(
             store,
             config,
@@ -75,10 +77,10 @@ class WebhookService:
             self.attempts.client,
         )
         self.registered = RegisteredWebhooks(
-            store, faults, config.base_url, self.targets, self.attempts
+            store, faults, config.base_url, self.targets, self.attempts, choices
         )
-        self.lists = DeliveryLists(store, faults)
-        self.redelivery = Redelivery(store, faults, self.targets, self.attempts)
+        self.lists = DeliveryLists(store, faults, choices)
+        self.redelivery = Redelivery(store, faults, self.targets, self.attempts, choices)
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -1,38 +1,60 @@
 """Webhook signatures (spec §6 "Signature").
 
 The header is ``X-Service-Signature: t=<unix>,v1=<hex>`` where the digest is
-HMAC-SHA256 over ``f"{t}."`` followed by the exact raw request body. The key is the
-literal secret string's UTF-8 bytes: a registered webhook's ``whsec_…`` secret with its
-prefix, or the per-key secret of the API key that made the request (spec §5.6). The
-spec says "HMAC-SHA256 with the webhook secret" and nothing about decoding it, so the
-reference takes the literal reading (as Stripe does) rather than base64-decoding the
-part after ``whsec_`` (as Standard Webhooks libraries do).
+HMAC-SHA256 over ``f"{t}."`` followed by the exact raw request body. The spec says
+"HMAC-SHA256 with the webhook secret" and nothing about decoding it, so both readings are
+open (the choice ``hmac_keying``): the reference keys the HMAC with the literal secret
+string's UTF-8 bytes (a registered webhook's ``whsec_…`` secret with its prefix, or the
+per-key secret of spec §5.6), as Stripe does; the variant base64-decodes the part after
+``whsec_``, as Standard Webhooks libraries do. The digest is hex, lowercase by default
+(the choice ``signature_hex_case``: any case is hex).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 
-__all__ = ["SIGNATURE_HEADER", "parse_signature_header", "signature_digest", "signature_header"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "WHSEC_PREFIX",
+    "hmac_key",
+    "parse_signature_header",
+    "signature_digest",
+    "signature_header",
+]
 
 #: Name of the signature header (spec §6, brand word replaced by "Service").
 SIGNATURE_HEADER = "X-Service-Signature"
+#: The prefix of registered webhooks' secrets (spec §2).
+WHSEC_PREFIX = "whsec_"
 
 
-def signature_digest(secret: str, timestamp: int, body: bytes) -> str:
-    """Hex HMAC-SHA256 of ``"<timestamp>." + body`` keyed with the secret's UTF-8 bytes.
+def hmac_key(secret: str, keying: str = "utf8") -> bytes:
+    """The HMAC key of ``secret``: its UTF-8 bytes, or for ``keying="base64-after-prefix"`` the
+    base64 after ``whsec_`` decoded."""
+    if keying == "base64-after-prefix":
+        return base64.b64decode(secret.removeprefix(WHSEC_PREFIX), validate=True)
+    return secret.encode("utf-8")
+
+
+def signature_digest(secret: str, timestamp: int, body: bytes, keying: str = "utf8") -> str:
+    """Hex HMAC-SHA256 of ``"<timestamp>." + body`` keyed with :func:`hmac_key`.
 
     ``body`` must be the bytes that go on the wire: signing a re-serialized copy of the
     JSON would produce a digest no receiver can verify (spec §6 Signature, item 1).
     """
     message = f"{timestamp}.".encode("ascii") + body
-    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+    return hmac.new(hmac_key(secret, keying), message, hashlib.sha256).hexdigest()
 
 
-def signature_header(secret: str, timestamp: int, body: bytes) -> str:
-    """The header value ``t=<timestamp>,v1=<hex digest>``."""
-    return f"t={timestamp},v1={signature_digest(secret, timestamp, body)}"
+def signature_header(
+    secret: str, timestamp: int, body: bytes, *, keying: str = "utf8", upper: bool = False
+) -> str:
+    """The header value ``t=<timestamp>,v1=<hex digest>`` (``upper``: upper-case hex)."""
+    digest = signature_digest(secret, timestamp, body, keying)
+    return f"t={timestamp},v1={digest.upper() if upper else digest}"
 
 
 def parse_signature_header(value: str) -> tuple[int, list[str]]:

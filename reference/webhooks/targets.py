@@ -26,7 +26,7 @@ from typing import Any, Literal
 import httpx
 
 from reference.auth import KeyContext
-from reference.config import Config
+from reference.config import Choices, Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.netguard import (
@@ -49,6 +49,7 @@ __all__ = [
     "BindingMode",
     "Targets",
     "binding_from_row",
+    "chosen_events",
     "parse_events",
     "policy_from_config",
     "validate_target",
@@ -123,12 +124,22 @@ class Binding:
         }
 
 
-def parse_events(value: Any, *, where: str) -> tuple[str, ...] | None:
-    """Validate an ``events`` field; ``None`` when absent (the caller picks defaults)."""
+def parse_events(
+    value: Any, *, where: str, choices: Choices | None = None
+) -> tuple[str, ...] | None:
+    """Validate an ``events`` field; ``None`` when absent (the caller picks defaults).
+
+    With the choice ``unknown_event_names = "ignore"`` unknown names are dropped (a list
+    of unknown names only is then taken as absent).
+    """
     if value is None:
         return None
     if not isinstance(value, list) or not value:
         raise ApiError(400, f"{where} must be a non-empty array of event names")
+    if choices is not None and choices.unknown_event_names == "ignore":
+        value = [item for item in value if item in ALL_EVENTS] or None
+        if value is None:
+            return None
     names: list[str] = []
     for item in value:
         if not isinstance(item, str) or item not in ALL_EVENTS:
@@ -140,6 +151,14 @@ def parse_events(value: Any, *, where: str) -> tuple[str, ...] | None:
         if item not in names:
             names.append(item)
     return tuple(names)
+
+
+def chosen_events(events: tuple[str, ...] | None, choices: Choices) -> tuple[str, ...] | None:
+    """A binding's events under the choice ``events_list``: as listed, or added to the
+    defaults (spec §6 "sent by default" read as always)."""
+    if events is None or choices.events_list == "replaces-defaults":
+        return events
+    return tuple(dict.fromkeys((*DEFAULT_EVENTS, *events)))
 
 
 async def validate_target(policy: CallbackPolicy, url: Any, *, where: str) -> ValidatedTarget:
@@ -185,10 +204,13 @@ def policy_from_config(config: Config) -> CallbackPolicy:
 class Targets:
     """Target selection at submit, URL validation, and the stored bindings (spec §4)."""
 
-    def __init__(self, store: Store, faults: Faults, policy: CallbackPolicy) -> None:
+    def __init__(
+        self, store: Store, faults: Faults, policy: CallbackPolicy, choices: Choices
+    ) -> None:
         self.store = store
         self.faults = faults
         self.policy = policy
+        self.choices = choices
         #: Only under the fault LOSING_TARGET_NOTIFIED: the targets that lost, per
         #: generation, from its submit until its event is queued.
         self.losers: dict[str, tuple[Binding, ...]] = {}
@@ -206,21 +228,28 @@ class Targets:
         if webhook is not None and not isinstance(webhook, dict):
             raise ApiError(400, "webhook must be an object with `id` or `url`, and `events`")
         webhook = webhook or {}
+        choices = self.choices
         if webhook and webhook.get("id") is None and webhook.get("url") is None:
             if not self.faults.on(WEBHOOK_WITHOUT_TARGET_ACCEPTED):
-                raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
+                if choices.empty_binding == "refuse":
+                    raise ApiError(400, "webhook needs an `id` (registered webhook) or a `url`")
         requested = webhook.get("events")
         if event_faults.active(self.faults):
             requested = event_faults.known_events_only(self.faults, requested, ALL_EVENTS)
-        events = parse_events(requested, where="webhook.events")
+        events = parse_events(requested, where="webhook.events", choices=choices)
+        events = chosen_events(events, choices)
         if events is not None and url_faults.active(self.faults):
             events = url_faults.listed_events(self.faults, events)
         candidates: dict[str, Binding] = {}
+        # The choice losing_targets = "ignored": only the first match is looked at.
+        first_only = choices.losing_targets == "ignored"
         if webhook.get("id") is not None:
             candidates["id"] = await self._registered_binding(webhook["id"], events, key)
-        if webhook.get("url") is not None:
+        if webhook.get("url") is not None and not (first_only and candidates):
             target = await self.validated(webhook["url"], where="webhook.url")
             candidates["url"] = _binding("inline", target, events, key)
+        if first_only and candidates:
+            callback_url = None
         if callback_url is not None and not url_faults.skips_loser(self.faults, candidates):
             target = await self.validated(callback_url, where="callback_url")
             candidates["callback"] = _binding("callback", target, events, key)
