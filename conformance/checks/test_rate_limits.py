@@ -14,7 +14,7 @@ The order is deliberate:
 1. the per-minute limit (one run of requests up to the first 429, shared by the checks of
    the 429 response), then a retry after Retry-After;
 2. the concurrency limit, credits spent and refunded: each waits for room in the rolling
-   window first (``_Window.make_room``), so a 429 it sees is never the rate limit's, and
+   window first (``ACCOUNT.make_room``), so a 429 it sees is never the rate limit's, and
    waits for its generations to finish, so the next check starts with none in flight;
 3. last, the daily credit cap (destructive): it spends what is left of the account's
    credits for the day (a second destructive run on the same UTC day finds them spent).
@@ -22,7 +22,9 @@ The order is deliberate:
 The limits are read from the key's own tier record (spec §8: "read from the tier
 endpoint, not fixed"). Waiting for room in the window is waiting out the rolling minute
 the spec defines (a bounded wait of at most a minute plus the timing tolerance), not a
-sleep standing in for an event.
+sleep standing in for an event. The window, the tier record and the two shared runs up to
+a 429 are set-up, kept in ``low_limit.py`` beside this module (no check there): the
+checks stay in this one module, so that no other worker ever shares the account's window.
 """
 
 from __future__ import annotations
@@ -30,243 +32,55 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 import httpx
 import pytest
 
+from conformance.checks.low_limit import (
+    ACCOUNT,
+    IMAGES,
+    ROLE,
+    TIER_PATH,
+    WINDOW_SECONDS,
+    CapRun,
+    RateRun,
+    accepted_id,
+    examined_429,
+    first_cap_run,
+    first_rate_run,
+    json_object,
+    rate_request,
+    rate_request_words,
+    submit_body,
+    tier,
+    wait_finished,
+)
 from conformance.judge.asserts import credits_used_today, describe
-from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
+from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
-ROLE: Final = "low-limit"
-TIER_PATH: Final = "/v1/account/tier"
-IMAGES: Final = "/v1/images/generate"
-#: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
-#: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
-#: generation in flight, nothing dialled.
-REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
-#: Spec §8: "Requests per minute ... rolling window".
-WINDOW_SECONDS: Final = 60.0
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
 CONCURRENCY_TRIALS: Final = 3
 
 
-def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-class _Window:
-    """The send times of this module's requests on the low-limit key (wall clock).
-
-    Each check's exchanges are added when it ends (``_track_window``); ``make_room`` also
-    counts the running check's own. Every request is counted, a refused one too: that
-    can only make the wait longer than needed, never too short.
-    """
-
-    def __init__(self) -> None:
-        self.sent: list[float] = []
-        self.tier: dict[str, Any] | None = None
-
-    def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
-        """Wait until *count* more requests fit in the rolling minute (None: until the
-        window holds none of ours)."""
-        tolerance = profile.timing.tolerance_seconds
-        span = WINDOW_SECONDS + tolerance
-        sent = sorted([*self.sent, *(e.started_at for e in recorder.exchanges)])
-        now = time.time()
-        recent = [t for t in sent if t > now - span]
-        if not recent:
-            return
-        if count is None or self.tier is None:
-            wait_until = recent[-1] + span  # all of ours out of the window
-        else:
-            limit = int(self.tier["requests_per_minute"])
-            if count > limit:
-                raise SetupFailed(f"setup: {count} requests cannot fit in a window of {limit}")
-            excess = len(recent) + count - limit
-            if excess <= 0:
-                return
-            wait_until = recent[excess - 1] + span
-        time.sleep(max(0.0, wait_until - time.time()))  # bounded: at most one window
-
-
-_WINDOW: Final = _Window()
-
-
 @pytest.fixture(autouse=True)
 def _track_window(recorder: Recorder) -> Iterator[None]:
-    """Adds the check's requests to the module's record of the low-limit window."""
+    """Adds the check's requests to the record of the low-limit window."""
     yield
-    _WINDOW.sent.extend(exchange.started_at for exchange in recorder.exchanges)
-
-
-def _tier(api: ApiClient) -> dict[str, Any]:
-    """The low-limit key's tier record (read once per module, then remembered)."""
-    if _WINDOW.tier is None:
-        response = api.request("GET", TIER_PATH, role=ROLE)
-        _WINDOW.tier = _checked_tier(response)
-    return _WINDOW.tier
-
-
-def _checked_tier(response: httpx.Response) -> dict[str, Any]:
-    body = _json_object(response)
-    numbers = ("requests_per_minute", "concurrent_limit", "max_credits_per_day")
-    if (
-        response.status_code != 200
-        or body is None
-        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
-    ):
-        raise SetupFailed(
-            f"setup: GET {TIER_PATH} ({ROLE}) gave no tier record with positive integer "
-            f"{', '.join(numbers)}: {describe(response)}"
-        )
-    return body
-
-
-def _submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, Any]:
-    """A minimal image submit with an inline target on the receiver (spec §4)."""
-    return {"prompt": prompt, "webhook": {"url": endpoint.url}}
-
-
-def _accepted_id(response: httpx.Response, what: str) -> str:
-    """The id of a set-up submit that must be accepted; a set-up error otherwise."""
-    body = _json_object(response)
-    if response.status_code == 202 and body is not None and isinstance(body.get("id"), str):
-        return str(body["id"])
-    hint = (
-        " (the low-limit account's daily credits may be spent: rerun after 00:00 UTC)"
-        if response.status_code == 429
-        else ""
-    )
-    raise SetupFailed(f"setup: {what}: expected 202 with an id, saw {describe(response)}{hint}")
-
-
-def _wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
-    """Wait for *count* events at *endpoint*: those generations are no longer in flight."""
-    try:
-        endpoint.wait_for(count, delivery_deadline(profile))
-    except DeliveryTimeout as error:
-        raise SetupFailed(f"setup: the generations did not report back: {error}") from None
+    ACCOUNT.sent.extend(exchange.started_at for exchange in recorder.exchanges)
 
 
 # -- 1. the per-minute limit ----------------------------------------------------------------
 
 
-def _rate_request(api: ApiClient, profile: Profile) -> httpx.Response:
-    """One request of the kind the profile says exercises the per-minute limit (``[rate]
-    request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
-    first answer); ``submits``, an image submit refused with 400 for its callback URL."""
-    if profile.rate.request == "submits":
-        body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
-        return api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-    return api.request("GET", TIER_PATH, role=ROLE, patient=False)
-
-
-def _rate_request_words(profile: Profile) -> str:
-    """The rate request, for messages: which request was sent, and the setting to change
-    when the deployment counts only the other kind toward its limit."""
-    if profile.rate.request == "submits":
-        return f'POST {IMAGES} refused for its callback URL, as [rate] request = "submits" says'
-    return (
-        f'GET {TIER_PATH}, as [rate] request = "reads" says; set request = "submits" if '
-        "the deployment counts only submits"
-    )
-
-
-@dataclass(frozen=True)
-class RateRun:
-    """Requests sent back to back on the low-limit key up to the first 429."""
-
-    limit: int  # the tier's requests_per_minute
-    served: int  # requests answered before the first 429 (all, if none came)
-    first: httpx.Response  # the first response (a served one)
-    refused: httpx.Response | None  # the first 429
-    refused_at: float  # time.time() when the 429 arrived
-    seconds: float  # from the first request to the last answer
-    #: With ``[rate] request = "submits"``: a read sent right after the submits' 429
-    #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
-    read_after: httpx.Response | None = None
-
-
-_RUN: list[RateRun] = []
-
-
-def _rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder) -> RateRun:
-    """The run of requests up to the first 429, sent by the first check that asks.
-
-    The requests are those the profile declares (``[rate] request``, :func:`_rate_request`):
-    spec §8 counts "Requests per minute | Per tier, per API key" without naming which, so
-    a deployment that counts only submits is judged by submits. With reads the first
-    answer gives the limit; with submits the tier is read first, and the run waits until
-    that read has left the window (it may or may not count). At most requests_per_minute
-    + 1 requests are sent.
-    """
-    if _RUN:
-        return _RUN[0]
-    budget = profile.budgets.max_requests_per_rate_check
-    api: ApiClient = make_api(budget=budget)
-    submits = profile.rate.request == "submits"
-    tier = _tier(api) if submits else None
-    _WINDOW.make_room(recorder, None, profile)
-    start = time.monotonic()
-    first = _rate_request(api, profile)
-    if first.status_code == 429:
-        raise SetupFailed(
-            f"setup: the first request of the low-limit key was answered 429 "
-            f"({describe(first)}): the key must be idle for a minute before the run"
-        )
-    if tier is None:
-        _WINDOW.tier = tier = _checked_tier(first)
-    limit = int(tier["requests_per_minute"])
-    if limit + 1 > budget:
-        pytest.skip(
-            f"the low-limit tier allows {limit} requests per minute, over the budget of "
-            f"{budget} ([budgets] max_requests_per_rate_check)"
-        )
-    served, refused, refused_at = 1, None, 0.0
-    for _ in range(limit):
-        response = _rate_request(api, profile)
-        if response.status_code == 429:
-            refused, refused_at = response, time.time()
-            break
-        served += 1
-    seconds = time.monotonic() - start
-    read_after = None
-    if submits and refused is not None:
-        read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
-    run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
-    _RUN.append(run)
-    return run
-
-
 @pytest.fixture
 def rate_run(make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder) -> RateRun:
-    return _rate_run(make_api, profile, recorder)
-
-
-def _refused(run: RateRun) -> httpx.Response:
-    """The run's 429; a set-up error when none came (RATE-RPM-02 judges that)."""
-    if run.refused is None:
-        raise SetupFailed(
-            f"setup: no 429 after {run.served} requests (limit {run.limit}): no 429 response "
-            "to examine (test_rate_request_over_limit_answered_429 judges this)"
-        )
-    return run.refused
+    return first_rate_run(make_api, profile, recorder)
 
 
 @pytest.mark.requirement("RATE-RPM-01")
@@ -275,7 +89,7 @@ def test_rate_requests_up_to_limit_are_served(rate_run: RateRun, profile: Profil
     assert rate_run.served >= rate_run.limit, (
         f"RATE-RPM-01: expected the first {rate_run.limit} requests (the tier's "
         f"requests_per_minute) to be served; request {rate_run.served + 1} was answered "
-        f"{describe(_refused(rate_run))} (requests: {_rate_request_words(profile)})"
+        f"{describe(examined_429(rate_run))} (requests: {rate_request_words(profile)})"
     )
 
 
@@ -291,7 +105,7 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profil
         f"RATE-RPM-02: expected request {rate_run.limit + 1} within a minute to be "
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
         f"requests were served in {rate_run.seconds:.1f} s (requests: "
-        f"{_rate_request_words(profile)})"
+        f"{rate_request_words(profile)})"
     )
 
 
@@ -301,7 +115,7 @@ def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) 
     when the profile exercises the limit with submits, a read right after their 429 is
     refused too)."""
     if profile.rate.request == "submits":
-        refused = _refused(rate_run)
+        refused = examined_429(rate_run)
         read = rate_run.read_after
         assert read is not None and read.status_code == 429, (
             f"RATE-RPM-05: expected a read (GET {TIER_PATH}) right after the submits' 429 "
@@ -319,7 +133,7 @@ def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) 
 @pytest.mark.requirement("RATE-HDR-01")
 def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
     """A 429 response carries the Retry-After header."""
-    refused = _refused(rate_run)
+    refused = examined_429(rate_run)
     assert "retry-after" in refused.headers, (
         f"RATE-HDR-01: expected a Retry-After header on the 429; saw headers "
         f"{sorted(refused.headers.keys())}"
@@ -329,7 +143,7 @@ def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
 @pytest.mark.requirement("RATE-HDR-03")
 def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> None:
     """X-RateLimit-Limit of a 429 is an integer equal to the tier's requests_per_minute."""
-    seen = _refused(rate_run).headers.get("x-ratelimit-limit")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-limit")
     assert seen is not None and seen.strip() == str(rate_run.limit), (
         f"RATE-HDR-03: expected X-RateLimit-Limit: {rate_run.limit} (the tier's "
         f"requests_per_minute) on the 429, saw {seen!r}"
@@ -339,7 +153,7 @@ def test_rate_429_limit_header_equals_requests_per_minute(rate_run: RateRun) -> 
 @pytest.mark.requirement("RATE-HDR-02")
 def test_rate_429_retry_after_is_whole_seconds(rate_run: RateRun) -> None:
     """Retry-After of a 429 is a non-negative integer number of seconds (spec §7)."""
-    seen = _refused(rate_run).headers.get("retry-after")
+    seen = examined_429(rate_run).headers.get("retry-after")
     assert seen is not None and seen.strip().isdigit(), (
         f"RATE-HDR-02: expected Retry-After as whole seconds (digits only), saw {seen!r}"
     )
@@ -348,7 +162,7 @@ def test_rate_429_retry_after_is_whole_seconds(rate_run: RateRun) -> None:
 @pytest.mark.requirement("RATE-HDR-04")
 def test_rate_429_remaining_header_is_zero(rate_run: RateRun) -> None:
     """X-RateLimit-Remaining of a rate-limit 429 is an integer, 0: no request left."""
-    seen = _refused(rate_run).headers.get("x-ratelimit-remaining")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-remaining")
     assert seen is not None and seen.strip() == "0", (
         f"RATE-HDR-04: expected X-RateLimit-Remaining: 0 on the 429 of a spent window, saw {seen!r}"
     )
@@ -359,7 +173,7 @@ def test_rate_429_reset_header_is_unix_time_within_a_minute(
     rate_run: RateRun, profile: Profile
 ) -> None:
     """X-RateLimit-Reset of a 429 is an integer unix time (seconds) in the coming minute."""
-    seen = _refused(rate_run).headers.get("x-ratelimit-reset")
+    seen = examined_429(rate_run).headers.get("x-ratelimit-reset")
     tolerance = profile.timing.tolerance_seconds
     earliest = rate_run.refused_at - tolerance - 1  # the header is whole seconds
     latest = rate_run.refused_at + WINDOW_SECONDS + tolerance + 1
@@ -374,7 +188,7 @@ def test_rate_429_reset_header_is_unix_time_within_a_minute(
 @pytest.mark.requirement("RATE-HDR-06")
 def test_rate_429_retry_after_reaches_reset(rate_run: RateRun, profile: Profile) -> None:
     """Waiting the Retry-After seconds of a rate-limit 429 reaches X-RateLimit-Reset."""
-    refused = _refused(rate_run)
+    refused = examined_429(rate_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
     reset = refused.headers.get("x-ratelimit-reset", "")
     if wait is None or not reset.strip().isdigit():
@@ -406,14 +220,14 @@ def test_rate_retry_after_waiting_retry_after_is_served(
     api: ApiClient, rate_run: RateRun, profile: Profile
 ) -> None:
     """After waiting the Retry-After seconds of a rate-limit 429, a retry is served."""
-    refused = _refused(rate_run)
+    refused = examined_429(rate_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=rate_run.refused_at)
     if wait is None or wait > WINDOW_SECONDS + api.profile.timing.tolerance_seconds:
         raise SetupFailed(
             f"setup: no usable Retry-After on the 429 ({refused.headers.get('retry-after')!r})"
         )
     time.sleep(max(0.0, rate_run.refused_at + wait - time.time()))  # the wait under test
-    retry = _rate_request(api, profile)
+    retry = rate_request(api, profile)
     assert retry.status_code != 429, (
         f"RATE-RETRY-01: expected a retry after the Retry-After of {wait:g} s to be served, "
         f"saw {describe(retry)}"
@@ -439,7 +253,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
     The submits carry the sandbox fail prompt, so their credits come back (spec §1) and
     the burst does not eat into the daily cap; each burst's generations are waited for.
     """
-    limit = int(_tier(api)["concurrent_limit"])
+    limit = int(tier(api)["concurrent_limit"])
     burst = limit + 1
     if burst + 1 > profile.budgets.max_requests_per_rate_check:
         pytest.skip(f"concurrent_limit {limit} is over the request budget of a rate check")
@@ -447,12 +261,12 @@ def test_concurrency_submit_beyond_limit_is_refused(
     clients = [make_api() for _ in range(burst)]
     seen: list[list[int]] = []
     for _ in range(CONCURRENCY_TRIALS):
-        _WINDOW.make_room(recorder, burst, profile)
+        ACCOUNT.make_room(recorder, burst, profile)
         endpoint = make_endpoint()
 
         def send(client: ApiClient, target: Endpoint = endpoint) -> httpx.Response:
             return client.request(
-                "POST", IMAGES, role=ROLE, json=_submit_body(target, prompt), patient=False
+                "POST", IMAGES, role=ROLE, json=submit_body(target, prompt), patient=False
             )
 
         with ThreadPoolExecutor(max_workers=burst) as pool:
@@ -461,7 +275,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
         seen.append(statuses)
         accepted = sum(1 for s in statuses if 200 <= s < 300)
         if accepted:
-            _wait_finished(endpoint, accepted, profile)
+            wait_finished(endpoint, accepted, profile)
         if any(400 <= s < 500 for s in statuses):
             return
     raise AssertionError(
@@ -475,12 +289,12 @@ def test_credits_completed_generation_increases_credits_used(
     api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
     """A completed generation raises the account's credits used today."""
-    _tier(api)
-    _WINDOW.make_room(recorder, 3, profile)
+    tier(api)
+    ACCOUNT.make_room(recorder, 3, profile)
     before = credits_used_today(api, ROLE)
-    response = api.request("POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False)
-    _accepted_id(response, f"POST {IMAGES}")
-    _wait_finished(endpoint, 1, profile)
+    response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
+    accepted_id(response, f"POST {IMAGES}")
+    wait_finished(endpoint, 1, profile)
     after = credits_used_today(api, ROLE)
     assert after > before, (
         f"CREDIT-SPEND-01: expected credits used today to rise after a completed "
@@ -494,16 +308,16 @@ def test_credits_failed_generation_is_refunded(
     api: ApiClient, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
     """A failed generation gives its credits back: credits used today return to before."""
-    _tier(api)
+    tier(api)
     reads = 3  # the refund may land just after the event; re-read within the tolerance
-    _WINDOW.make_room(recorder, 2 + reads, profile)
+    ACCOUNT.make_room(recorder, 2 + reads, profile)
     before = credits_used_today(api, ROLE)
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     response = api.request(
-        "POST", IMAGES, role=ROLE, json=_submit_body(endpoint, prompt), patient=False
+        "POST", IMAGES, role=ROLE, json=submit_body(endpoint, prompt), patient=False
     )
-    _accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
-    _wait_finished(endpoint, 1, profile)
+    accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
+    wait_finished(endpoint, 1, profile)
     deadline = time.monotonic() + profile.timing.tolerance_seconds
     after = credits_used_today(api, ROLE)
     for _ in range(reads - 1):
@@ -520,71 +334,11 @@ def test_credits_failed_generation_is_refunded(
 # -- 3. the daily credit cap (last: it spends the day's credits) ------------------------------
 
 
-@dataclass(frozen=True)
-class CapRun:
-    """Submits on the low-limit key, one at a time, up to the first 429."""
-
-    cap: int  # the tier's max_credits_per_day
-    statuses: tuple[int, ...]
-    refused: httpx.Response | None  # the first 429
-    refused_at: float  # time.time() when it arrived
-
-
-_CAP: list[CapRun] = []
-
-
-def _cap_run(
-    api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
-) -> CapRun:
-    """The submits up to the credit cap's 429, sent by the first check that asks.
-
-    Every accepted submit spends at least one credit (CREDIT-SPEND-01), so of
-    max_credits_per_day + 1 submits one at least must be refused. Each generation is
-    waited for before the next submit (none in flight: no concurrency 429), and each
-    submit has room in the rate window (no rate-limit 429).
-    """
-    if _CAP:
-        return _CAP[0]
-    cap = int(_tier(api)["max_credits_per_day"])
-    if cap + 2 > profile.budgets.max_requests_per_rate_check:
-        pytest.skip(
-            f"max_credits_per_day {cap} needs more submits than the budget of "
-            f"{profile.budgets.max_requests_per_rate_check}"
-        )
-    endpoint = make_endpoint("credit-cap")
-    statuses: list[int] = []
-    refused: httpx.Response | None = None
-    refused_at = 0.0
-    for index in range(cap + 1):
-        _WINDOW.make_room(recorder, 1, profile)
-        body = _submit_body(endpoint)
-        response = api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-        statuses.append(response.status_code)
-        if response.status_code == 429:
-            refused, refused_at = response, time.time()
-            break
-        _accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
-        _wait_finished(endpoint, index + 1, profile)
-    run = CapRun(cap, tuple(statuses), refused, refused_at)
-    _CAP.append(run)
-    return run
-
-
 @pytest.fixture
 def cap_run(
     api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
 ) -> CapRun:
-    return _cap_run(api, make_endpoint, profile, recorder)
-
-
-def _cap_refused(run: CapRun) -> httpx.Response:
-    """The credit cap's 429; a set-up error when none came (CREDIT-CAP-01 judges that)."""
-    if run.refused is None:
-        raise SetupFailed(
-            f"setup: no 429 within {len(run.statuses)} submits (max_credits_per_day "
-            f"{run.cap}): no credit-cap 429 to examine (the credit-cap check judges this)"
-        )
-    return run.refused
+    return first_cap_run(api, make_endpoint, profile, recorder)
 
 
 @pytest.mark.destructive
@@ -601,7 +355,7 @@ def test_credit_cap_submit_after_cap_answered_429(cap_run: CapRun) -> None:
 @pytest.mark.requirement("CREDIT-CAP-02")
 def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
     """A 429 for the daily credit cap carries Retry-After (spec §8)."""
-    refused = _cap_refused(cap_run)
+    refused = examined_429(cap_run)
     assert "retry-after" in refused.headers, (
         f"CREDIT-CAP-02: expected Retry-After on the credit-cap 429; saw headers "
         f"{sorted(refused.headers.keys())}"
@@ -612,10 +366,10 @@ def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
 @pytest.mark.requirement("CREDIT-429-01")
 def test_credit_cap_429_has_the_429_headers_and_detail(cap_run: CapRun) -> None:
     """A credit-cap 429 carries the headers and the JSON detail of every 429 (spec §7)."""
-    refused = _cap_refused(cap_run)
+    refused = examined_429(cap_run)
     names = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
     missing = [name for name in names if name not in refused.headers]
-    body = _json_object(refused)
+    body = json_object(refused)
     detail = body.get("detail") if body is not None else None
     assert not missing and isinstance(detail, str), (
         f"CREDIT-429-01: expected {list(names)} and a JSON 'detail' string on the "
@@ -629,7 +383,7 @@ def test_credit_cap_retry_after_is_seconds_to_utc_midnight(
     cap_run: CapRun, profile: Profile
 ) -> None:
     """Retry-After of a credit-cap 429 is the number of seconds until the next 00:00 UTC."""
-    refused = _cap_refused(cap_run)
+    refused = examined_429(cap_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=cap_run.refused_at)
     moment = datetime.fromtimestamp(cap_run.refused_at, UTC)
     midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
@@ -651,11 +405,11 @@ def test_credit_cap_refused_submit_spends_no_credits(
     recorder: Recorder,
 ) -> None:
     """A submit refused for the daily credit cap spends no credits."""
-    _cap_refused(cap_run)
-    _WINDOW.make_room(recorder, 3, profile)
+    examined_429(cap_run)
+    ACCOUNT.make_room(recorder, 3, profile)
     before = credits_used_today(api, ROLE)
     endpoint = make_endpoint()
-    response = api.request("POST", IMAGES, role=ROLE, json=_submit_body(endpoint), patient=False)
+    response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
     if response.status_code != 429:
         raise SetupFailed(
             f"setup: a submit after the credit cap was reached answered {describe(response)}, "

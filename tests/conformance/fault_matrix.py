@@ -1,5 +1,6 @@
 """Helpers of the fault matrix (``test_fault_matrix*.py``): the fault registry, runs of the
-suite against the embedded reference, and the judgement "was this fault caught?".
+suite against the embedded reference (``suite_run.py``), and the judgement "was this fault
+caught?".
 
 Everything goes through the command lines users have: ``genapi-conformance faults --json``
 for the registry and ``genapi-conformance run --fault NAME --only ID`` for a run, each in a
@@ -12,7 +13,6 @@ suite a user runs.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from suite_run import TAIL_CHARS, SuiteRun, run_suite
 
 from conformance.run.cli import EXIT_FAILED
 
@@ -58,8 +59,6 @@ SHARES = 5
 PARTS: tuple[tuple[int, ...], ...] = ((0, 1), (2, 3, 4))
 #: How many fault runs one module keeps going at once (see :class:`FaultRuns`).
 LOOKAHEAD = 2
-#: How much of a run's output a failure message quotes.
-_TAIL_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def registry() -> tuple[RegisteredFault, ...]:
     if done.returncode != 0:
         raise RuntimeError(
             f"`genapi-conformance faults --json` exited {done.returncode}: "
-            f"{done.stderr[-_TAIL_CHARS:]}"
+            f"{done.stderr[-TAIL_CHARS:]}"
         )
     rows: list[dict[str, str]] = json.loads(done.stdout)
     return tuple(
@@ -126,75 +125,6 @@ def share(
     also holds the full run taking the smaller share.
     """
     return [f for f in faults if zlib.crc32(f.name.encode()) % of in buckets]
-
-
-@dataclass(frozen=True)
-class SuiteRun:
-    """One ``genapi-conformance run``: its exit code, output and ``results.json``."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-    report_dir: Path
-    results: dict[str, Any] | None
-
-    def requirement(self, requirement_id: str) -> dict[str, Any] | None:
-        """The entry of ``requirement_id`` in ``results.json`` (None when absent)."""
-        if self.results is None:
-            return None
-        for entry in self.results["requirements"]:
-            if entry["id"] == requirement_id:
-                found: dict[str, Any] = entry
-                return found
-        return None
-
-    def describe(self) -> str:
-        """The command and the ends of its output, for a failure message."""
-        return (
-            f"\n--- command: {' '.join(self.argv[1:])} (exit {self.returncode})"
-            f"\n--- stdout (end):\n{self.stdout[-_TAIL_CHARS:]}"
-            f"\n--- stderr (end):\n{self.stderr[-_TAIL_CHARS:]}"
-        )
-
-
-def run_suite(
-    report_dir: Path,
-    *,
-    faults: Sequence[str] = (),
-    only: Sequence[str] = (),
-    workers: int | None = None,
-    timeout: float = FAULT_RUN_TIMEOUT_S,
-) -> SuiteRun:
-    """``genapi-conformance run`` against the embedded reference, in a subprocess.
-
-    The subprocess works in ``report_dir``'s parent (nothing lands in the checkout), and
-    ``GENAPI_PROFILE`` is dropped so the run always starts the embedded reference.
-    ``workers=None`` keeps the CLI's default (two xdist workers, as users run it).
-    """
-    argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
-    for name in faults:
-        argv += ["--fault", name]
-    for requirement_id in only:
-        argv += ["--only", requirement_id]
-    if workers is not None:
-        argv += ["--workers", str(workers)]
-    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
-    report_dir.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(  # noqa: S603 (our own interpreter and module)
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=report_dir.parent,
-        env=env,
-        check=False,
-    )
-    results_path = report_dir / "results.json"
-    results: dict[str, Any] | None = None
-    if results_path.is_file():
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-    return SuiteRun(tuple(argv), done.returncode, done.stdout, done.stderr, report_dir, results)
 
 
 def _checks_of(entry: dict[str, Any]) -> str:
@@ -270,6 +200,7 @@ class FaultRuns:
                     faults=[fault.name],
                     only=[fault.requirement_id],
                     workers=0,
+                    timeout=FAULT_RUN_TIMEOUT_S,
                 )
                 self._futures[fault.name] = future
             return future

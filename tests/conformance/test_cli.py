@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +13,7 @@ import dns.query
 import pytest
 from pytest_httpserver import HTTPServer
 from rich.console import Console
+from suite_run import SuiteRun, run_suite
 
 from conformance.observe.dns import DnsServer, shared_zone_dir
 from conformance.run import cli
@@ -156,16 +153,15 @@ token = "cliTESTsessiontoken0123456789"
     return path
 
 
-def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
-    return subprocess.run(  # noqa: S603 (our own interpreter and module)
-        [sys.executable, "-m", "conformance.run.cli", "run", "--workers", "0", *args],
-        capture_output=True,
-        text=True,
+def _run_against(tmp_path: Path, server: HTTPServer, *only: str) -> SuiteRun:
+    """``genapi-conformance run`` of the checks of *only* against *server*, without workers,
+    its reports in *tmp_path*."""
+    return run_suite(
+        tmp_path / "out",
+        *("--profile", str(_profile(tmp_path, server))),
+        only=only,
+        workers=0,
         timeout=180,
-        cwd=cwd,
-        env=env,
-        check=False,
     )
 
 
@@ -174,21 +170,12 @@ def test_run_against_profile_conformant_target_exits_0(
 ) -> None:
     httpserver.expect_request("/v1/account/tier").respond_with_json(TIER)
     httpserver.expect_request("/api/tier").respond_with_json(TIER)
-    report_dir = tmp_path / "out"
-    done = _run_cli(
-        "--profile",
-        str(_profile(tmp_path, httpserver)),
-        "--report-dir",
-        str(report_dir),
-        *(arg for rid in OWN_IDS for arg in ("--only", rid)),
-        cwd=tmp_path,
-    )
+    done = _run_against(tmp_path, httpserver, *OWN_IDS)
+    report_dir = done.report_dir
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert "conformant" in done.stdout
     assert str(report_dir) in done.stdout.replace("\n", "")
-    results = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
-    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
-    assert verdicts == dict.fromkeys(OWN_IDS, "pass")
+    assert done.verdicts() == dict.fromkeys(OWN_IDS, "pass")
     assert {"report.html", "junit.xml", "pytest-output.txt"} <= {
         p.name for p in report_dir.iterdir()
     }
@@ -202,38 +189,11 @@ def test_run_against_profile_broken_target_exits_1_and_names_failures(
 ) -> None:
     broken = {**TIER, "requests_per_minute": "sixty"}
     httpserver.expect_request("/v1/account/tier").respond_with_json(broken)
-    report_dir = tmp_path / "out"
-    done = _run_cli(
-        "--profile",
-        str(_profile(tmp_path, httpserver)),
-        "--report-dir",
-        str(report_dir),
-        "--only",
-        "TIER-FIELD-02",
-        "--only",
-        "TIER-READ-01",
-        cwd=tmp_path,
-    )
+    done = _run_against(tmp_path, httpserver, "TIER-FIELD-02", "TIER-READ-01")
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     assert "FAIL  TIER-FIELD-02" in done.stdout
     assert "not conformant" in done.stdout
-    results = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
-    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
-    assert verdicts == {"TIER-READ-01": "pass", "TIER-FIELD-02": "fail"}
-
-
-def test_cli_public_surface() -> None:
-    from conformance.run import cli
-
-    assert cli.__all__ == [
-        "EXIT_FAILED",
-        "EXIT_HARNESS",
-        "EXIT_OK",
-        "EXIT_USAGE",
-        "exit_code",
-        "main",
-        "pytest_args",
-    ]
+    assert done.verdicts() == {"TIER-READ-01": "pass", "TIER-FIELD-02": "fail"}
 
 
 def _report(when: Any, outcome: Any, **extra: object) -> pytest.TestReport:

@@ -57,11 +57,6 @@ password = "{PASSWORD}"
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-@pytest.fixture
-def profile() -> Profile:
-    return parse_profile(PROFILE, env={})
-
-
 def make_client(
     profile: Profile, handler: Handler, **kwargs: object
 ) -> tuple[ApiClient, Recorder, list[float]]:
@@ -398,19 +393,6 @@ def test_http_library_logs_do_not_show_secrets(
     for secret in ALL_SECRETS:
         assert secret not in caplog.text  # … with the secrets masked
     assert "[redacted:keys.primary.key]" in caplog.text
-
-
-def test_public_surface() -> None:
-    import conformance.target.client as module
-
-    assert set(module.__all__) == {
-        "EXCHANGES_KEY",
-        "ApiClient",
-        "BudgetExceeded",
-        "Recorder",
-        "parse_retry_after",
-    }
-    assert all(hasattr(module, name) for name in module.__all__)
 
 
 def test_planted_secrets_never_reach_the_record_over_a_real_socket(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -25,7 +24,7 @@ from conformance.observe.deliveries import (
 )
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.target.client import ApiClient, Recorder
-from conformance.target.profile import Profile, parse_profile
+from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
 
 PROFILE = """
@@ -39,17 +38,6 @@ max_generation_seconds = 1
 [timing]
 tolerance_seconds = 0.2
 """
-
-
-@pytest.fixture
-def profile() -> Profile:
-    return parse_profile(PROFILE, env={})
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as server:
-        yield server
 
 
 class FakeService:

@@ -5,7 +5,6 @@ set-up error, and stops waiting for an absent event once the generation has sett
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -50,17 +49,6 @@ max_generation_seconds = 1
 [timing]
 tolerance_seconds = 0.2
 """
-
-
-@pytest.fixture
-def profile() -> Profile:
-    return parse_profile(PROFILE, env={})
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with Receiver() as server:
-        yield server
 
 
 def test_target_body_per_kind() -> None:

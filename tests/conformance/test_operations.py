@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -13,7 +12,7 @@ import genapi_spec
 from conformance.judge.operations import Operation, OperationPaths, operations
 from conformance.observe.receiver import Receiver
 from conformance.target.client import ApiClient, Recorder
-from conformance.target.profile import Profile, ReceiverProfile, parse_profile
+from conformance.target.profile import Profile, parse_profile
 from conformance.target.setup import SetupFailed
 
 PROFILE = """
@@ -67,13 +66,6 @@ def test_url_fills_parameters_and_refuses_a_missing_one() -> None:
     assert op.url(id="gen_1") == "/v1/generations/gen_1"
     with pytest.raises(KeyError):
         op.url()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    server = Receiver(ReceiverProfile()).start()
-    yield server
-    server.stop()
 
 
 def paths_with(

@@ -443,24 +443,6 @@ def test_labelled():
     assert any("spec/generation-api.md#" in link["url"] for link in allure["links"])
 
 
-def test_plugin_destructive_check_skips_unless_profile_allows(checks: pytest.Pytester) -> None:
-    profile = checks.makefile(".toml", profile=CANARY_PROFILE)
-    checks.makepyfile(
-        test_destructive=f'''
-import pytest
-
-@pytest.mark.destructive
-@pytest.mark.requirement("{MUST[0]}")
-def test_spends_the_cap():
-    pass
-'''
-    )
-    result = checks.runpytest("--profile", str(profile), "--report-dir", str(checks.path / "o"))
-    result.assert_outcomes(skipped=1)
-    requirements = {r["id"]: r for r in _results(checks.path / "o")["requirements"]}
-    assert "needs destructive: set [budgets] destructive = true" in requirements[MUST[0]]["reason"]
-
-
 def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
     profile = checks.makefile(".toml", profile='name = "x"\n')
     checks.makepyfile(
@@ -471,16 +453,7 @@ def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*profile*is not usable*"])
 
 
-def test_plugin_public_surface() -> None:
-    assert plugin.__all__ == [
-        "CHECK_RESULT_KEY",
-        "NEEDS_MARKERS",
-        "REQUIREMENTS_KEY",
-        "RUN_KEY",
-        "RunState",
-        "is_warning",
-        "run_state",
-    ]
+def test_needs_markers_are_the_capabilities_a_profile_may_lack() -> None:
     assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}
 
 
@@ -498,35 +471,32 @@ scopes = ["images:generate"]
 CONSOLE_ONLY = next(r.id for r in _CATALOG if set(r.needs) == {Need.CONSOLE})
 
 
+def _passing_checks(*checks: tuple[str, str, str | None]) -> str:
+    """The source of a module of fake checks that pass: (name, cited id, marker or None)."""
+    sources = [
+        (f"@pytest.mark.{marker}\n" if marker else "")
+        + f'@pytest.mark.requirement("{requirement}")\ndef {name}():\n    pass\n'
+        for name, requirement, marker in checks
+    ]
+    return "import pytest\n\n" + "\n".join(sources)
+
+
 def test_plugin_needs_the_profile_lacks_are_skips_with_the_fix(checks: pytest.Pytester) -> None:
     profile = checks.makefile(".toml", profile=BARE_PROFILE)
     checks.makepyfile(
-        test_needs=f'''
-import pytest
-
-@pytest.mark.dns
-@pytest.mark.requirement("{MUST[0]}")
-def test_needs_dns():
-    pass
-
-@pytest.mark.console
-@pytest.mark.requirement("{MUST[1]}")
-def test_needs_console():
-    pass
-
-@pytest.mark.requirement("{CONSOLE_ONLY}")
-def test_catalog_says_console():
-    pass
-
-@pytest.mark.requirement("{MUST[2]}")
-def test_needs_nothing():
-    pass
-'''
+        test_needs=_passing_checks(
+            ("test_needs_dns", MUST[0], "dns"),
+            ("test_needs_console", MUST[1], "console"),
+            ("test_catalog_says_console", CONSOLE_ONLY, None),
+            ("test_spends_the_cap", MUST[3], "destructive"),
+            ("test_needs_nothing", MUST[2], None),
+        )
     )
     report_dir = checks.path / "out"
     result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
-    result.assert_outcomes(passed=1, skipped=3)
+    result.assert_outcomes(passed=1, skipped=4)
     reasons = {r["id"]: r["reason"] for r in _results(report_dir)["requirements"]}
+    assert "needs destructive: set [budgets] destructive = true" in reasons[MUST[3]]
     assert "needs dns: add a [dns] table" in reasons[MUST[0]]
     assert "needs console: add [sessions.primary]" in reasons[MUST[1]]
     assert "needs console: add [sessions.primary]" in reasons[CONSOLE_ONLY]

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
+from conformance.observe.canary import Canary
 from conformance.observe.receiver import (
-    Canary,
     Delivery,
     DeliveryTimeout,
     Endpoint,

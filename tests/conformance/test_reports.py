@@ -172,23 +172,6 @@ def test_redact_tree_masks_secrets_in_every_file(tmp_path: Path) -> None:
             assert secret not in path.read_text(encoding="utf-8")
 
 
-def test_reports_public_surface() -> None:
-    from conformance import reports
-
-    assert reports.__all__ == [
-        "ALLURE_DIR",
-        "HTML_NAME",
-        "JSON_NAME",
-        "JUNIT_NAME",
-        "RunInfo",
-        "new_report_dir",
-        "redact_tree",
-        "render_html",
-        "results_document",
-        "write_reports",
-    ]
-
-
 def test_new_report_dir_is_a_fresh_timestamped_path(tmp_path: Path) -> None:
     first = new_report_dir(tmp_path)
     assert re.fullmatch(r"\d{8}T\d{6}Z", first.name)

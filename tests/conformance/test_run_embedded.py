@@ -6,45 +6,20 @@ network namespace), as a user would: a subprocess, the default two workers.
 
 from __future__ import annotations
 
-import json
-import os
 import socket
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
+from suite_run import SuiteRun, run_command, run_suite
 
 from conformance.run.cli import EXIT_FAILED, EXIT_OK
 from conformance.run.launcher import EmbeddedReference
 
 
-def _run(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
-    return subprocess.run(  # noqa: S603 (our own interpreter and module)
-        [
-            sys.executable,
-            "-m",
-            "conformance.run.cli",
-            "run",
-            "--report-dir",
-            str(report_dir),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=840,
-        cwd=report_dir.parent,
-        env=env,
-        check=False,
-    )
-
-
-def _results(report_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
-    return data
+def _run(report_dir: Path, *args: str) -> SuiteRun:
+    return run_suite(report_dir, *args, timeout=840)
 
 
 # The full run against the embedded reference (exit 0, the four reports) is
@@ -66,7 +41,7 @@ def test_run_embedded_reference_with_faults_fails_their_requirements(tmp_path: P
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
     assert "FAIL  TIER-FIELD-02" in done.stdout
     assert "FAIL  CONSOLE-TIER-01" in done.stdout
-    verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
+    verdicts = done.verdicts()
     assert verdicts == {"TIER-FIELD-02": "fail", "CONSOLE-TIER-01": "fail", "TIER-READ-01": "pass"}
 
 
@@ -89,11 +64,11 @@ def test_run_embedded_reference_runs_the_dns_checks(tmp_path: Path) -> None:
     report_dir = tmp_path / "report"
     done = _run(report_dir, "--area", "URL", "--area", "REDLV")
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
-    results = _results(report_dir)
-    rebind = [c for c in results["checks"] if "test_url_rebind.py" in c["nodeid"]]
-    assert len(rebind) >= 10, [c["nodeid"] for c in results["checks"]]
+    assert done.results is not None, done.describe()
+    rebind = [c for c in done.results["checks"] if "test_url_rebind.py" in c["nodeid"]]
+    assert len(rebind) >= 10, [c["nodeid"] for c in done.results["checks"]]
     assert {c["outcome"] for c in rebind} == {"passed"}, rebind
-    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+    verdicts = done.verdicts()
     assert {i: verdicts[i] for i in DNS_REQUIREMENTS} == dict.fromkeys(DNS_REQUIREMENTS, "pass")
 
 
@@ -109,7 +84,7 @@ def test_run_embedded_reference_dns_faults_fail_the_rebinding_checks(tmp_path: P
         *("--only", "REDLV-REBIND-01", "--only", "URL-RESOLVE-02"),
     )
     assert done.returncode == EXIT_FAILED, done.stdout + done.stderr
-    verdicts = {r["id"]: r["verdict"] for r in _results(report_dir)["requirements"]}
+    verdicts = done.verdicts()
     assert verdicts == {"REDLV-REBIND-01": "fail", "URL-RESOLVE-02": "fail"}
 
 
@@ -125,20 +100,16 @@ def test_plain_pytest_against_a_reference_started_with_dns_server(tmp_path: Path
     report_dir = tmp_path / "report"
     with reference as profile:
         assert "zone_dir" not in tomllib.loads(profile.read_text(encoding="utf-8"))["dns"]
-        env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
-        done = subprocess.run(  # noqa: S603 (our own interpreter and module)
+        done = run_command(
             [
                 *(sys.executable, "-m", "pytest", "--pyargs", "conformance.checks"),
                 *("--profile", str(profile), "--report-dir", str(report_dir)),
                 *("-p", "no:cacheprovider", "-n", "2", "--dist", "load", "-k", "rebind"),
             ],
-            capture_output=True,
-            text=True,
+            report_dir,
             timeout=600,
-            cwd=tmp_path,
-            env=env,
-            check=False,
         )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    checks = _results(report_dir)["checks"]
+    assert done.returncode == 0, done.describe()
+    assert done.results is not None, done.describe()
+    checks = done.results["checks"]
     assert len(checks) >= 10 and {c["outcome"] for c in checks} == {"passed"}, checks

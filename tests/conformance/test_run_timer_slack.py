@@ -9,14 +9,10 @@ it starts the reference.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from suite_run import run_suite
 
 from conformance.run.cli import EXIT_OK
 from conformance.run.launcher import EmbeddedReference
@@ -27,26 +23,12 @@ TIMED = ("DLV-TIMEOUT-01", "DLV-TIMEOUT-02", "DLV-BACKOFF-01", "DLV-BACKOFF-02",
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_late_timers_get_no_must_failure(tmp_path: Path) -> None:
-    report_dir = tmp_path / "report"
-    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
     with EmbeddedReference(extra_args=["--timer-slack", "1"], dns=False) as profile:
-        done = subprocess.run(  # noqa: S603 (our own interpreter and module)
-            [
-                sys.executable,
-                *("-m", "conformance.run.cli", "run", "--profile", str(profile)),
-                *("--report-dir", str(report_dir)),
-                *(arg for rule in TIMED for arg in ("--only", rule)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=360,
-            cwd=tmp_path,
-            env=env,
-            check=False,
-        )
+        done = run_suite(tmp_path / "report", "--profile", str(profile), only=TIMED, timeout=360)
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
-    results: dict[str, Any] = json.loads((report_dir / "results.json").read_text("utf-8"))
-    verdicts = {r["id"]: r["verdict"] for r in results["requirements"] if r["id"] in TIMED}
+    assert done.results is not None, done.describe()
+    results = done.results
+    verdicts = {k: v for k, v in done.verdicts().items() if k in TIMED}
     assert set(verdicts.values()) <= {"pass", "warn"}, verdicts
     assert verdicts["DLV-TIMEOUT-01"] in ("pass", "warn")
     (timeout,) = [r for r in results["requirements"] if r["id"] == "DLV-TIMEOUT-01"]

@@ -200,25 +200,6 @@ def test_trim_exchanges_keeps_first_and_last() -> None:
     assert trim_exchanges(exchanges[:3]) == (tuple(exchanges[:3]), 0)
 
 
-def test_verdicts_public_surface() -> None:
-    from conformance import verdicts
-
-    assert verdicts.__all__ == [
-        "MAX_EXCHANGES",
-        "SEVERITY",
-        "CheckResult",
-        "Outcome",
-        "RequirementVerdict",
-        "RunVerdicts",
-        "Verdict",
-        "aggregate",
-        "check_judgement",
-        "check_verdict",
-        "judge",
-        "trim_exchanges",
-    ]
-
-
 def _failed(broken: tuple[str, ...], *ids: str) -> CheckResult:
     return CheckResult(
         nodeid="t::broke",

@@ -31,11 +31,8 @@ from running_reference import ReferenceFactory, RunningReference, start_referenc
 @pytest.fixture(scope="session")
 def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningReference]:
     """The shared reference service of this test session (see module docstring)."""
-    running = start_reference(tmp_path_factory.mktemp("reference"))
-    try:
+    with start_reference(tmp_path_factory.mktemp("reference")) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

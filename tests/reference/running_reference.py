@@ -64,6 +64,13 @@ class RunningReference:
     def stderr_text(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
+    def __enter__(self) -> RunningReference:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Leaving a ``with start_reference(...)`` block stops the service gracefully."""
+        self.stop()
+
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Stop the process (SIGTERM: graceful; SIGKILL: a crash); returns its status."""
         for client in self.clients:

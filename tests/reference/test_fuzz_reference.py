@@ -64,11 +64,8 @@ def _security(operation: Operation) -> str | None:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningReference]:
-    running = start_reference(tmp_path_factory.mktemp("fuzz-reference"))
-    try:
+    with start_reference(tmp_path_factory.mktemp("fuzz-reference")) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@
 ``tmp_path`` with a test configuration: the receiver's address (127.0.0.1) allowlisted,
 names resolved from a hosts file the test may rewrite (rebinding), a short delivery
 timeout so timeout tests stay fast, and the spec's 1 s / 2 s backoff. ``receiver`` is a
-scripted loopback target. Everything here talks to 127.0.0.1 only.
+scripted loopback target; ``canary`` listens on 127.0.0.2 at its port, where a name rebound
+away from the receiver leads. Everything else here talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def anyio_backend() -> str:
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     target = Receiver().start()
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+@pytest.fixture
+def canary(receiver: Receiver) -> Iterator[Receiver]:
+    """A listener on 127.0.0.2 at the receiver's port: where a rebound name would lead."""
+    target = Receiver(host="127.0.0.2", port=receiver.port).start()
     try:
         yield target
     finally:

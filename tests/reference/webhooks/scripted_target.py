@@ -137,7 +137,7 @@ class Receiver:
 
     def arrivals(self, path: str) -> list[Arrival]:
         with self._cond:
-            return [a for a in self._state.arrivals if a.path == path]
+            return self._on(path)
 
     async def arrived(self, path: str, count: int, timeout_s: float) -> list[Arrival]:
         """``wait_for`` without blocking the event loop (the service runs on it)."""
@@ -145,16 +145,13 @@ class Receiver:
 
     def wait_for(self, path: str, count: int, timeout_s: float) -> list[Arrival]:
         """At least ``count`` arrivals on ``path`` within ``timeout_s``, else AssertionError."""
-        deadline = time.monotonic() + timeout_s
         with self._cond:
-            while True:
-                found = [a for a in self._state.arrivals if a.path == path]
-                if len(found) >= count:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(
-                        f"expected {count} arrival(s) on {path} within {timeout_s} s, "
-                        f"got {len(found)}"
-                    )
-                self._cond.wait(left)
+            if not self._cond.wait_for(lambda: len(self._on(path)) >= count, timeout_s):
+                raise AssertionError(
+                    f"expected {count} arrival(s) on {path} within {timeout_s} s, "
+                    f"got {len(self._on(path))}"
+                )
+            return self._on(path)
+
+    def _on(self, path: str) -> list[Arrival]:
+        return [a for a in self._state.arrivals if a.path == path]

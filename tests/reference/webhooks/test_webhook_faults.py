@@ -8,11 +8,16 @@ service acts on outside the dedicated fault modules; those of ``event_faults.py`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from scripted_target import Arrival, Receiver, Reply
-from webhook_harness import Harness, HarnessFactory, parse_body, verify_signature, wait_until
+from webhook_harness import (
+    Harness,
+    HarnessFactory,
+    exhausted_delivery,
+    parse_body,
+    verify_signature,
+    wait_until,
+)
 
 from reference.faults import FAULTS
 
@@ -145,32 +150,13 @@ async def test_precedence_callback_first(service_factory: HarnessFactory) -> Non
     assert binding is not None and binding.mode == "callback"
 
 
-async def _exhausted(h: Harness, receiver: Receiver, url: str, path: str) -> str:
-    receiver.script(path, [Reply(500)] * 3)
-    generation_id = await h.submit({"webhook": {"url": url}})
-    h.finish(generation_id)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 8, "exhausted"
-    )
-    return str(h.deliveries(generation_id)[0]["id"])
-
-
 async def test_redeliver_new_event_id(service_factory: HarnessFactory, receiver: Receiver) -> None:
     h = await service_factory(faults=frozenset({"redeliver-new-event-id"}))
-    delivery_id = await _exhausted(h, receiver, receiver.url("/re"), "/re")
+    delivery_id = await exhausted_delivery(h, receiver, "/re")
     await h.service.redeliver(h.account_id, delivery_id)
     replay = receiver.arrivals("/re")[-1]
     assert parse_body(replay.body)["id"] != delivery_id
     assert replay.header("x-service-delivery") != delivery_id
-
-
-@pytest.fixture
-def canary(receiver: Receiver) -> Iterator[Receiver]:
-    target = Receiver(host="127.0.0.2", port=receiver.port).start()
-    try:
-        yield target
-    finally:
-        target.stop()
 
 
 async def test_redeliver_skips_revalidation(
@@ -179,7 +165,7 @@ async def test_redeliver_skips_revalidation(
     h = await service_factory(faults=frozenset({"redeliver-skips-revalidation"}))
     h.rebind("hooks.rebind.test", "127.0.0.1")
     url = f"http://hooks.rebind.test:{receiver.port}/skip"
-    delivery_id = await _exhausted(h, receiver, url, "/skip")
+    delivery_id = await exhausted_delivery(h, receiver, "/skip", url)
     h.rebind("hooks.rebind.test", "127.0.0.2")
     await h.service.redeliver(h.account_id, delivery_id)  # no 400
     assert len(canary.arrivals("/skip")) == 1

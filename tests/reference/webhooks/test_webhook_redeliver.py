@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from webhook_harness import (
     Harness,
     HarnessFactory,
     add_foreign_key,
+    exhausted_delivery,
     parse_body,
     verify_signature,
     wait_until,
@@ -23,28 +23,6 @@ pytestmark = pytest.mark.anyio
 HOST = "hooks.rebind.test"
 
 
-@pytest.fixture
-def canary(receiver: Receiver) -> Iterator[Receiver]:
-    """A listener on 127.0.0.2 at the receiver's port: where a rebound name would lead."""
-    target = Receiver(host="127.0.0.2", port=receiver.port).start()
-    try:
-        yield target
-    finally:
-        target.stop()
-
-
-async def _exhausted(h: Harness, receiver: Receiver, path: str, url: str | None = None) -> str:
-    """A delivery whose three attempts failed; returns its id."""
-    receiver.script(path, [Reply(500), Reply(500), Reply(500)])
-    generation_id = await h.submit({"webhook": {"url": url or receiver.url(path)}})
-    h.finish(generation_id)
-    await receiver.arrived(path, 3, timeout_s=8)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 5, "exhausted"
-    )
-    return str(h.deliveries(generation_id)[0]["id"])
-
-
 def _record(h: Harness, delivery_id: str) -> dict[str, Any]:
     rows = h.store.read("SELECT generation_id FROM webhook_deliveries WHERE id = ?", (delivery_id,))
     (record,) = [d for d in h.deliveries(rows[0]["generation_id"]) if d["id"] == delivery_id]
@@ -55,7 +33,7 @@ async def test_redeliver_exhausted_replays_original_bytes_and_id(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    delivery_id = await _exhausted(h, receiver, "/replay")
+    delivery_id = await exhausted_delivery(h, receiver, "/replay")
     original = receiver.arrivals("/replay")[0]
     answer = await h.service.redeliver(h.account_id, delivery_id)
     assert (answer["outcome"], answer["status_code"]) == ("delivered", 200)
@@ -76,7 +54,7 @@ async def test_redeliver_that_fails_ends_failed_and_can_be_repeated(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    delivery_id = await _exhausted(h, receiver, "/again")
+    delivery_id = await exhausted_delivery(h, receiver, "/again")
     receiver.script("/again", [Reply(503)])
     answer = await h.service.redeliver(h.account_id, delivery_id)
     assert (answer["outcome"], answer["status_code"]) == ("failed", 503)
@@ -92,7 +70,7 @@ async def test_redeliver_to_now_private_target_is_400_and_fetches_nothing(
     h = await service_factory()
     h.rebind(HOST, "127.0.0.1")
     url = f"http://{HOST}:{receiver.port}/rebound"
-    delivery_id = await _exhausted(h, receiver, "/rebound", url=url)
+    delivery_id = await exhausted_delivery(h, receiver, "/rebound", url=url)
     before = _record(h, delivery_id)
     h.rebind(HOST, "127.0.0.2")
     with pytest.raises(ApiError) as raised:
@@ -148,7 +126,7 @@ async def test_redeliver_unknown_or_foreign_is_404(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    delivery_id = await _exhausted(h, receiver, "/mine")
+    delivery_id = await exhausted_delivery(h, receiver, "/mine")
     foreign = add_foreign_key(h)
     for account, target in [(foreign.account_id, delivery_id), (h.account_id, "evt_0000")]:
         with pytest.raises(ApiError) as raised:

@@ -22,6 +22,7 @@ import anyio
 import jsonschema
 import referencing
 from referencing.jsonschema import DRAFT202012
+from scripted_target import Receiver, Reply
 
 import genapi_spec
 from reference.auth import KeyContext, signing_secret_for
@@ -163,6 +164,21 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s} s: {what}")
         await anyio.sleep(step_s)
+
+
+async def exhausted_delivery(
+    h: Harness, receiver: Receiver, path: str, url: str | None = None
+) -> str:
+    """The id of a delivery to *url* (default: *path* on *receiver*) whose three attempts
+    were answered 500, once its outcome is ``exhausted``."""
+    receiver.script(path, [Reply(500), Reply(500), Reply(500)])
+    generation_id = await h.submit({"webhook": {"url": url or receiver.url(path)}})
+    h.finish(generation_id)
+    await receiver.arrived(path, 3, timeout_s=8)
+    await wait_until(
+        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 5, "exhausted"
+    )
+    return str(h.deliveries(generation_id)[0]["id"])
 
 
 def verify_signature(header: str | None, secret: str, raw_body: bytes) -> int:

@@ -1,0 +1,325 @@
+"""The ``low-limit`` account of the rate checks: its rolling window, its tier, the runs.
+
+Set-up for ``test_rate_limits.py``, the one module that uses the ``low-limit`` key role
+(its docstring says why there must be only one: pytest-xdist keeps a module on one
+worker, and the account's window, in-flight generations and daily credits are shared by
+everything that uses the key). It holds no check: :data:`ACCOUNT` paces the requests in
+the account's rolling minute, :func:`first_rate_run` and :func:`first_cap_run` send the
+two runs up to a 429 that several checks examine, once per process.
+
+The state here is per process, like that module's: one worker runs all of its checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx
+import pytest
+
+from conformance.judge.asserts import describe
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
+from conformance.target.client import ApiClient, Recorder
+from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+
+__all__ = [
+    "ACCOUNT",
+    "IMAGES",
+    "ROLE",
+    "TIER_PATH",
+    "WINDOW_SECONDS",
+    "Account",
+    "CapRun",
+    "RateRun",
+    "accepted_id",
+    "examined_429",
+    "first_cap_run",
+    "first_rate_run",
+    "json_object",
+    "rate_request",
+    "rate_request_words",
+    "submit_body",
+    "tier",
+    "wait_finished",
+]
+
+ROLE: Final = "low-limit"
+TIER_PATH: Final = "/v1/account/tier"
+IMAGES: Final = "/v1/images/generate"
+#: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
+#: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
+#: generation in flight, nothing dialled.
+REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
+#: Spec §8: "Requests per minute ... rolling window".
+WINDOW_SECONDS: Final = 60.0
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def json_object(response: httpx.Response) -> dict[str, Any] | None:
+    """The response body when it is a JSON object; None otherwise."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+class Account:
+    """What this process knows of the low-limit account: the send times of the rate
+    checks' requests on its key (wall clock: its rolling window), its tier record, and
+    the two runs up to a 429 that several checks examine (each sent once).
+
+    Each check's exchanges are added when it ends (the rate module's ``_track_window``);
+    ``make_room`` also counts the running check's own. Every request is counted, a
+    refused one too: that can only make the wait longer than needed, never too short.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[float] = []
+        self.tier: dict[str, Any] | None = None
+        self.rate_run: RateRun | None = None
+        self.cap_run: CapRun | None = None
+
+    def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
+        """Wait until *count* more requests fit in the rolling minute (None: until the
+        window holds none of ours)."""
+        tolerance = profile.timing.tolerance_seconds
+        span = WINDOW_SECONDS + tolerance
+        sent = sorted([*self.sent, *(e.started_at for e in recorder.exchanges)])
+        now = time.time()
+        recent = [t for t in sent if t > now - span]
+        if not recent:
+            return
+        if count is None or self.tier is None:
+            wait_until = recent[-1] + span  # all of ours out of the window
+        else:
+            limit = int(self.tier["requests_per_minute"])
+            if count > limit:
+                raise SetupFailed(f"setup: {count} requests cannot fit in a window of {limit}")
+            excess = len(recent) + count - limit
+            if excess <= 0:
+                return
+            wait_until = recent[excess - 1] + span
+        time.sleep(max(0.0, wait_until - time.time()))  # bounded: at most one window
+
+
+#: The low-limit account as this process knows it.
+ACCOUNT: Final = Account()
+
+
+def tier(api: ApiClient) -> dict[str, Any]:
+    """The low-limit key's tier record (read once per process, then remembered)."""
+    if ACCOUNT.tier is None:
+        response = api.request("GET", TIER_PATH, role=ROLE)
+        ACCOUNT.tier = _checked_tier(response)
+    return ACCOUNT.tier
+
+
+def _checked_tier(response: httpx.Response) -> dict[str, Any]:
+    body = json_object(response)
+    numbers = ("requests_per_minute", "concurrent_limit", "max_credits_per_day")
+    if (
+        response.status_code != 200
+        or body is None
+        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
+    ):
+        raise SetupFailed(
+            f"setup: GET {TIER_PATH} ({ROLE}) gave no tier record with positive integer "
+            f"{', '.join(numbers)}: {describe(response)}"
+        )
+    return body
+
+
+def submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, Any]:
+    """A minimal image submit with an inline target on the receiver (spec §4)."""
+    return {"prompt": prompt, "webhook": {"url": endpoint.url}}
+
+
+def accepted_id(response: httpx.Response, what: str) -> str:
+    """The id of a set-up submit that must be accepted; a set-up error otherwise."""
+    body = json_object(response)
+    if response.status_code == 202 and body is not None and isinstance(body.get("id"), str):
+        return str(body["id"])
+    hint = (
+        " (the low-limit account's daily credits may be spent: rerun after 00:00 UTC)"
+        if response.status_code == 429
+        else ""
+    )
+    raise SetupFailed(f"setup: {what}: expected 202 with an id, saw {describe(response)}{hint}")
+
+
+def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
+    """Wait for *count* events at *endpoint*: those generations are no longer in flight."""
+    try:
+        endpoint.wait_for(count, delivery_deadline(profile))
+    except DeliveryTimeout as error:
+        raise SetupFailed(f"setup: the generations did not report back: {error}") from None
+
+
+# -- the per-minute limit --------------------------------------------------------------------
+
+
+def rate_request(api: ApiClient, profile: Profile) -> httpx.Response:
+    """One request of the kind the profile says exercises the per-minute limit (``[rate]
+    request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
+    first answer); ``submits``, an image submit refused with 400 for its callback URL."""
+    if profile.rate.request == "submits":
+        body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
+        return api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
+    return api.request("GET", TIER_PATH, role=ROLE, patient=False)
+
+
+def rate_request_words(profile: Profile) -> str:
+    """The rate request, for messages: which request was sent, and the setting to change
+    when the deployment counts only the other kind toward its limit."""
+    if profile.rate.request == "submits":
+        return f'POST {IMAGES} refused for its callback URL, as [rate] request = "submits" says'
+    return (
+        f'GET {TIER_PATH}, as [rate] request = "reads" says; set request = "submits" if '
+        "the deployment counts only submits"
+    )
+
+
+@dataclass(frozen=True)
+class RateRun:
+    """Requests sent back to back on the low-limit key up to the first 429."""
+
+    limit: int  # the tier's requests_per_minute
+    served: int  # requests answered before the first 429 (all, if none came)
+    first: httpx.Response  # the first response (a served one)
+    refused: httpx.Response | None  # the first 429
+    refused_at: float  # time.time() when the 429 arrived
+    seconds: float  # from the first request to the last answer
+    #: With ``[rate] request = "submits"``: a read sent right after the submits' 429
+    #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
+    read_after: httpx.Response | None = None
+
+    @property
+    def no_429(self) -> str:
+        """Why there is no 429 to examine (RATE-RPM-02 judges that)."""
+        return (
+            f"no 429 after {self.served} requests (limit {self.limit}): no 429 response to "
+            "examine (test_rate_request_over_limit_answered_429 judges this)"
+        )
+
+
+def first_rate_run(
+    make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder
+) -> RateRun:
+    """The run of requests up to the first 429, sent by the first check that asks.
+
+    The requests are those the profile declares (``[rate] request``, :func:`rate_request`):
+    spec §8 counts "Requests per minute | Per tier, per API key" without naming which, so
+    a deployment that counts only submits is judged by submits. With reads the first
+    answer gives the limit; with submits the tier is read first, and the run waits until
+    that read has left the window (it may or may not count). At most requests_per_minute
+    + 1 requests are sent.
+    """
+    if ACCOUNT.rate_run is not None:
+        return ACCOUNT.rate_run
+    budget = profile.budgets.max_requests_per_rate_check
+    api: ApiClient = make_api(budget=budget)
+    submits = profile.rate.request == "submits"
+    record = tier(api) if submits else None
+    ACCOUNT.make_room(recorder, None, profile)
+    start = time.monotonic()
+    first = rate_request(api, profile)
+    if first.status_code == 429:
+        raise SetupFailed(
+            f"setup: the first request of the low-limit key was answered 429 "
+            f"({describe(first)}): the key must be idle for a minute before the run"
+        )
+    if record is None:
+        ACCOUNT.tier = record = _checked_tier(first)
+    limit = int(record["requests_per_minute"])
+    if limit + 1 > budget:
+        pytest.skip(
+            f"the low-limit tier allows {limit} requests per minute, over the budget of "
+            f"{budget} ([budgets] max_requests_per_rate_check)"
+        )
+    served, refused, refused_at = 1, None, 0.0
+    for _ in range(limit):
+        response = rate_request(api, profile)
+        if response.status_code == 429:
+            refused, refused_at = response, time.time()
+            break
+        served += 1
+    seconds = time.monotonic() - start
+    read_after = None
+    if submits and refused is not None:
+        read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
+    ACCOUNT.rate_run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
+    return ACCOUNT.rate_run
+
+
+# -- the daily credit cap --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CapRun:
+    """Submits on the low-limit key, one at a time, up to the first 429."""
+
+    cap: int  # the tier's max_credits_per_day
+    statuses: tuple[int, ...]
+    refused: httpx.Response | None  # the first 429
+    refused_at: float  # time.time() when it arrived
+
+    @property
+    def no_429(self) -> str:
+        """Why there is no credit-cap 429 to examine (the credit-cap check judges that)."""
+        return (
+            f"no 429 within {len(self.statuses)} submits (max_credits_per_day {self.cap}): "
+            "no credit-cap 429 to examine (the credit-cap check judges this)"
+        )
+
+
+def first_cap_run(
+    api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
+) -> CapRun:
+    """The submits up to the credit cap's 429, sent by the first check that asks.
+
+    Every accepted submit spends at least one credit (CREDIT-SPEND-01), so of
+    max_credits_per_day + 1 submits one at least must be refused. Each generation is
+    waited for before the next submit (none in flight: no concurrency 429), and each
+    submit has room in the rate window (no rate-limit 429).
+    """
+    if ACCOUNT.cap_run is not None:
+        return ACCOUNT.cap_run
+    cap = int(tier(api)["max_credits_per_day"])
+    if cap + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(
+            f"max_credits_per_day {cap} needs more submits than the budget of "
+            f"{profile.budgets.max_requests_per_rate_check}"
+        )
+    endpoint = make_endpoint("credit-cap")
+    statuses: list[int] = []
+    refused: httpx.Response | None = None
+    refused_at = 0.0
+    for index in range(cap + 1):
+        ACCOUNT.make_room(recorder, 1, profile)
+        body = submit_body(endpoint)
+        response = api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
+        statuses.append(response.status_code)
+        if response.status_code == 429:
+            refused, refused_at = response, time.time()
+            break
+        accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
+        wait_finished(endpoint, index + 1, profile)
+    ACCOUNT.cap_run = CapRun(cap, tuple(statuses), refused, refused_at)
+    return ACCOUNT.cap_run
+
+
+def examined_429(run: RateRun | CapRun) -> httpx.Response:
+    """A run's 429 for a check that examines it; a set-up error when none came (the one
+    check that asks for the 429 judges that, not every check that reads it)."""
+    if run.refused is None:
+        raise SetupFailed(f"setup: {run.no_429}")
+    return run.refused

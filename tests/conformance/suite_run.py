@@ -1,0 +1,100 @@
+"""Runs of the suite as a user starts them: a subprocess, its exit code, its output and the
+``results.json`` it wrote.
+
+The subprocess works in the report directory's parent (nothing lands in the checkout), and
+``GENAPI_PROFILE`` is dropped from its environment, so a run without ``--profile`` always
+starts the embedded reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TAIL_CHARS", "SuiteRun", "run_command", "run_suite"]
+
+#: How much of a run's output a failure message quotes.
+TAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One run of the suite: its exit code, output and ``results.json`` (None if absent)."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    report_dir: Path
+    results: dict[str, Any] | None
+
+    def requirement(self, requirement_id: str) -> dict[str, Any] | None:
+        """The entry of ``requirement_id`` in ``results.json`` (None when absent)."""
+        if self.results is None:
+            return None
+        for entry in self.results["requirements"]:
+            if entry["id"] == requirement_id:
+                found: dict[str, Any] = entry
+                return found
+        return None
+
+    def verdicts(self) -> dict[str, str]:
+        """Requirement id -> verdict, from ``results.json`` (a run without one failed)."""
+        assert self.results is not None, f"no results.json{self.describe()}"
+        return {entry["id"]: entry["verdict"] for entry in self.results["requirements"]}
+
+    def describe(self) -> str:
+        """The command and the ends of its output, for a failure message."""
+        return (
+            f"\n--- command: {' '.join(self.argv[1:])} (exit {self.returncode})"
+            f"\n--- stdout (end):\n{self.stdout[-TAIL_CHARS:]}"
+            f"\n--- stderr (end):\n{self.stderr[-TAIL_CHARS:]}"
+        )
+
+
+def run_command(argv: Sequence[str], report_dir: Path, *, timeout: float) -> SuiteRun:
+    """Run *argv* (a run of the suite that writes its reports to *report_dir*)."""
+    env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
+    report_dir.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(  # noqa: S603 (our own interpreter and module)
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=report_dir.parent,
+        env=env,
+        check=False,
+    )
+    results_path = report_dir / "results.json"
+    results: dict[str, Any] | None = None
+    if results_path.is_file():
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    return SuiteRun(tuple(argv), done.returncode, done.stdout, done.stderr, report_dir, results)
+
+
+def run_suite(
+    report_dir: Path,
+    *args: str,
+    faults: Sequence[str] = (),
+    only: Sequence[str] = (),
+    workers: int | None = None,
+    timeout: float,
+) -> SuiteRun:
+    """``genapi-conformance run`` in a subprocess, with *args* (against the embedded
+    reference unless they give a ``--profile``); ``workers=None`` keeps the CLI's default
+    (two xdist workers, as users run it)."""
+    argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
+    argv += args
+    for name in faults:
+        argv += ["--fault", name]
+    for requirement_id in only:
+        argv += ["--only", requirement_id]
+    if workers is not None:
+        argv += ["--workers", str(workers)]
+    return run_command(argv, report_dir, timeout=timeout)

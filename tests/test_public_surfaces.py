@@ -1,0 +1,50 @@
+"""The pinned public surfaces: each module's ``__all__``, exactly, one line a module.
+
+A name added to or dropped from a pinned surface is a change to what other modules (and
+users) may import, so it shows up here as a one-line diff.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+#: Module -> its ``__all__``, in order, names separated by spaces.
+SURFACES = {
+    "conformance.observe.canary": "Canary CanaryHit CanaryView",
+    "conformance.observe.receiver": (
+        "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
+    ),
+    "conformance.reports": (
+        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME RunInfo new_report_dir redact_tree "
+        "render_html results_document write_reports"
+    ),
+    "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
+    "conformance.run.launcher": "EmbeddedReference LaunchError",
+    "conformance.run.plugin": (
+        "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"
+    ),
+    "conformance.secrets": "MASK_PATTERN SENSITIVE_FIELDS Redactor Secret mask_for redact_logs",
+    "conformance.target.client": (
+        "EXCHANGES_KEY ApiClient BudgetExceeded Recorder parse_retry_after"
+    ),
+    "conformance.verdicts": (
+        "MAX_EXCHANGES SEVERITY CheckResult Outcome RequirementVerdict RunVerdicts Verdict "
+        "aggregate check_judgement check_verdict judge trim_exchanges"
+    ),
+    "reference.netguard": (
+        "MAX_URL_LENGTH PINNED_ADDRESS_EXTENSION CallbackPolicy CallbackRejected "
+        "Classification DnsServerResolver EgressRefused GuardedTransport HostNotResolved "
+        "HostsFileResolver IPAddress Resolver SystemResolver ValidatedTarget classify "
+        "make_delivery_client"
+    ),
+}
+
+
+@pytest.mark.parametrize(("name", "names"), SURFACES.items(), ids=list(SURFACES))
+def test_public_surface_is_exactly_the_pinned_names(name: str, names: str) -> None:
+    module = importlib.import_module(name)
+    assert module.__all__ == names.split()
+    for exported in module.__all__:
+        assert getattr(module, exported) is not None, f"{name}.{exported}"
