@@ -43,7 +43,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from conformance.findings import Bands
-from genapi_spec import spec_text
+from genapi_spec import error_where, schema_errors, spec_text
 
 __all__ = [
     "ID_PATTERN",
@@ -414,13 +414,15 @@ def _entry_label(document: Any, path: Iterable[Any]) -> str:
             label += f" ({entry_id})"
         rest = ".".join(str(p) for p in parts[2:])
         return f"{label}{': ' + rest if rest else ''}"
-    return ".".join(str(p) for p in parts) or "(top level)"
+    return error_where(parts)
 
 
 def _schema_problems(document: Any) -> list[str]:
     validator = Draft202012Validator(catalog_schema())
-    errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
-    return [f"{_entry_label(document, error.path)}: {error.message}" for error in errors]
+    return [
+        f"{_entry_label(document, error.absolute_path)}: {error.message}"
+        for error in schema_errors(validator, document)
+    ]
 
 
 def _semantic_problems(document: Mapping[str, Any], spec: str | None) -> list[str]:

@@ -12,6 +12,7 @@ before pytest starts (see ``conformance/__init__.py``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -19,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
+from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -28,10 +30,12 @@ __all__ = [
     "SCHEMA_BASE_URI",
     "SPEC_VERSION",
     "data_root",
+    "error_where",
     "fixtures_dir",
     "load_fixture",
     "openapi_document",
     "schema",
+    "schema_errors",
     "schema_names",
     "schema_registry",
     "schemas_dir",
@@ -135,3 +139,18 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(
         schema(name), registry=schema_registry(), format_checker=FormatChecker()
     )
+
+
+def schema_errors(validator: Validator, instance: Any) -> list[ValidationError]:
+    """Every way *instance* breaks *validator*'s schema, ordered by where each sits, so a
+    message lists them the same way on every run (``iter_errors`` promises no order)."""
+    return sorted(
+        validator.iter_errors(instance),
+        key=lambda error: [str(part) for part in error.absolute_path],
+    )
+
+
+def error_where(path: Iterable[str | int], top: str = "(top level)") -> str:
+    """Where an error sits, as a dotted path (``data.output_url``); *top* for the whole
+    instance."""
+    return ".".join(str(part) for part in path) or top

@@ -17,6 +17,14 @@ FILE``. Where a new check goes and how it is written:
   (``api.request(method, path, role=..., json=...)``): the exact method, path, headers and
   body, so a failure shows what was sent. Helpers only set things up (create a webhook,
   wait for deliveries); assertion messages say what was expected and what was seen.
+* **A failure blames one cited id, or all of them**: the judging helpers
+  (``conformance.judge.asserts``) and ``fail``/``warn`` (``conformance.findings``) take a
+  ``rule`` only where the check cites several ids, and then exactly one of them; what was
+  sent or waited for goes into the message, never into the rule.
+* **Set up once per module** what costs a generation, through the ``labs`` fixture: a
+  module-scoped fixture returns ``labs.events(name)`` (event scenarios),
+  ``labs.chains(name)`` (delivery chains) or ``labs.paths(name)`` (real ids for paths),
+  which are closed after the module's last check.
 * **Never sleep to synchronise**: wait for an event with a deadline
   (``endpoint.wait_for(count, timeout)``).
 * **A capability the profile lacks is a skip, never a failure**:

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import describe
-from conformance.observe.events import delivery_deadline
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_refused, describe
-from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.observe.receiver import Receiver
-from conformance.secrets import Redactor
+from conformance.judge.operations import Operation, OperationPaths, operations
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 
@@ -40,10 +39,9 @@ TIER = "/v1/account/tier"
 
 
 @pytest.fixture(scope="module")
-def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[OperationPaths]:
+def paths(labs: Labs) -> OperationPaths:
     """Real ids of the primary account for the operations' path parameters."""
-    with operation_paths(profile, redactor, receiver, "auth-credentials") as found:
-        yield found
+    return labs.paths("auth-credentials")
 
 
 def _send(api: ApiClient, paths: OperationPaths, op: Operation, **kwargs: Any) -> httpx.Response:
@@ -124,7 +122,7 @@ def test_v1_request_without_key_is_refused(
     header = NO_KEY[form]
     headers = {} if header is None else {"Authorization": header}
     response = _send(api, paths, op, role="none", headers=headers)
-    assert_refused(response, "AUTH-KEY-01", f"no API key ({form})")
+    assert_refused(response, f"no API key ({form})")
 
 
 @pytest.mark.requirement("AUTH-KEY-02")
@@ -136,7 +134,7 @@ def test_v1_request_with_unknown_key_is_refused(
     response = _send(
         api, paths, op, role="none", headers={"Authorization": f"Bearer {_unknown_key(profile)}"}
     )
-    assert_refused(response, "AUTH-KEY-02", "an unknown key of the right shape")
+    assert_refused(response, "an unknown key of the right shape")
 
 
 @pytest.mark.requirement("KEY-REVOKE-02")
@@ -148,7 +146,7 @@ def test_v1_request_with_revoked_key_is_refused(
     if not profile.key("revoked").revoked:
         pytest.skip("needs a revoked key: set revoked = true in [keys.revoked]")
     response = _send(api, paths, op, role="revoked")
-    assert_refused(response, "KEY-REVOKE-02", "the revoked key")
+    assert_refused(response, "the revoked key")
 
 
 @pytest.mark.requirement("AUTH-BEARER-01")
@@ -160,7 +158,7 @@ def test_v1_request_with_valid_key_is_served(
     scope is served (not 401/403, not 5xx)."""
     role = _key_for(profile, op)
     response = _send(api, paths, op, role=role)
-    assert_not_refused_for_auth(response, "AUTH-BEARER-01", f"the valid key {role!r}")
+    assert_not_refused_for_auth(response, f"the valid key {role!r}")
 
 
 # -- INTERPRETATION: other credentials than "Bearer <key>" are refused --------------------
@@ -176,7 +174,7 @@ def test_v1_request_with_key_in_other_authorization_form_is_refused(
     "Bearer <key>" is refused (an interpretation: the spec shows only that form)."""
     header = _other_forms(profile)[form]
     response = _send(api, paths, op, role="none", headers={"Authorization": header})
-    assert_refused(response, "AUTH-KEY-03", f"the valid key in another form ({form})")
+    assert_refused(response, f"the valid key in another form ({form})")
 
 
 @pytest.mark.console
@@ -188,7 +186,7 @@ def test_v1_request_with_console_session_token_is_refused(
     """A /v1 operation not marked "API key allowed" refuses a valid console session token
     sent instead of a key (an interpretation: the spec never says a session is refused)."""
     response = _send(api, paths, op, role="none", session="primary")
-    assert_refused(response, "AUTH-SESSION-01", "the primary console session token (a JWT)")
+    assert_refused(response, "the primary console session token (a JWT)")
 
 
 # -- INTERPRETATION: the status is 401 -------------------------------------------------
@@ -258,7 +256,7 @@ def test_v1_bearer_scheme_in_lower_case_is_accepted(api: ApiClient, profile: Pro
     """ "bearer <key>" (scheme in lower case, RFC 9110 §11.1) is served like "Bearer <key>"."""
     key = profile.key("primary").key.reveal()
     response = api.request("GET", TIER, role="none", headers={"Authorization": f"bearer {key}"})
-    assert_not_refused_for_auth(response, "AUTH-KEY-04", 'the scheme spelled "bearer"')
+    assert_not_refused_for_auth(response, 'the scheme spelled "bearer"')
 
 
 @pytest.mark.requirement("AUTH-KEY-05")
@@ -274,4 +272,4 @@ def test_v1_key_outside_authorization_header_is_refused(
     else:
         name = carrier.removeprefix("query-")
         response = api.request("GET", TIER, role="none", params={name: key})
-    assert_refused(response, "AUTH-KEY-05", f"the primary key as {carrier} only")
+    assert_refused(response, f"the primary key as {carrier} only")

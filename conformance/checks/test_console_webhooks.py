@@ -26,7 +26,6 @@ from conformance.judge.asserts import (
     describe,
     json_values,
 )
-from conformance.observe.events import RegisteredWebhook, delete_webhook, register_webhook
 from conformance.observe.receiver import Endpoint
 from conformance.observe.signatures import verify_delivery
 from conformance.secrets import Secret
@@ -34,6 +33,7 @@ from conformance.target.adapter_declaration import Listed
 from conformance.target.adapters import console_request, declared
 from conformance.target.client import ApiClient
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 pytestmark = pytest.mark.console
 
@@ -187,7 +187,7 @@ def test_submit_naming_a_deleted_webhook_returns_404(api: ApiClient, endpoint: E
         "/v1/images/generate",
         json={"prompt": SUBMIT_PROMPT, "webhook": {"id": created.id}},
     )
-    assert_status(response, 404, "CONSOLE-HOOK-06")
+    assert_status(response, 404)
 
 
 @pytest.mark.requirement("CONSOLE-HOOK-07")
@@ -218,7 +218,7 @@ def test_console_webhook_payloads_are_json_with_id_and_url(
     assert "json" in response.headers.get("content-type", ""), (
         f"CONSOLE-PAYLOAD-01: expected a JSON list, saw {response.headers.get('content-type')!r}"
     )
-    items = assert_webhook_list(response, listing, "CONSOLE-PAYLOAD-01")
+    items = assert_webhook_list(response, listing)
     mine = [item for item in items if item.id == webhook.id]
     assert mine and mine[0].url == endpoint.url, (
         f"CONSOLE-PAYLOAD-01: expected an item with id {webhook.id} at "

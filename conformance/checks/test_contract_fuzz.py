@@ -19,7 +19,7 @@ the fuzzer reaches past the 404 of an unknown id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import httpx
@@ -34,9 +34,9 @@ from conformance.judge.fuzzing import (
     load_schema,
     send_kwargs,
 )
-from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.observe.receiver import Endpoint, Receiver
-from conformance.secrets import Redactor
+from conformance.judge.operations import Operation, OperationPaths, operations
+from conformance.observe.receiver import Endpoint
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from genapi_spec import validator
@@ -63,12 +63,9 @@ def fuzz_schema(profile: Profile) -> Any:
 
 
 @pytest.fixture(scope="module")
-def real_paths(
-    profile: Profile, redactor: Redactor, receiver: Receiver
-) -> Iterator[OperationPaths]:
+def real_paths(labs: Labs) -> OperationPaths:
     """Real ids of the primary account (a generation, its delivery, a webhook)."""
-    with operation_paths(profile, redactor, receiver, "contract-fuzz") as paths:
-        yield paths
+    return labs.paths("contract-fuzz")
 
 
 def _path_parameters(operation: Operation, paths: OperationPaths) -> dict[str, str] | None:

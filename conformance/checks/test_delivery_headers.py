@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
 from urllib.parse import parse_qsl
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario, event_lab
-from conformance.observe.receiver import Delivery, Receiver
+from conformance.observe.events import EventLab, Generated, Scenario
+from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import SignatureFormatError, parse_signature_header
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.wire import DELIVERY_HEADER_NAMES
 
@@ -46,10 +45,10 @@ _BRANDED = re.compile(r"x-([a-z0-9-]+)-(event|delivery|attempt|generation|signat
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "delivery-headers") as made:
-        made.start(INLINE, CALLBACK, RETRIED)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("delivery-headers")
+    made.start(INLINE, CALLBACK, RETRIED)
+    return made
 
 
 def _other_brands(delivery: Delivery) -> dict[str, list[str]]:

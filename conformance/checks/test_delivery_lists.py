@@ -20,18 +20,14 @@ import pytest
 from conformance.findings import fail
 from conformance.judge.asserts import assert_delivery_list, assert_status, describe
 from conformance.observe.deliveries import OUTCOMES, submit_with_target, wait_for_record
-from conformance.observe.events import (
-    RegisteredWebhook,
-    delete_webhook,
-    delivery_deadline,
-    register_webhook,
-)
 from conformance.observe.receiver import Endpoint, Receiver, Reply
+from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Redactor
 from conformance.target.adapters import console_request
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 pytestmark = pytest.mark.console
 

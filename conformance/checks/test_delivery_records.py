@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Final
 
@@ -24,14 +23,13 @@ from conformance.observe.deliveries import (
     OUTCOMES,
     Chain,
     Chains,
-    chains,
     records_of,
     submit_with_target,
     wait_for_record,
 )
 from conformance.observe.events import COMPLETED
-from conformance.observe.receiver import Endpoint, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.receiver import Endpoint, Reply
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
@@ -71,14 +69,14 @@ _ISO_WITH_OFFSET = re.compile(
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "records") as made:
-        made.start("delivered", [Reply(DELIVERED)])
-        made.start("exhausted", [Reply(status) for status in FAILING])
-        made.start("callback", [Reply(200)], kind="callback_url")
-        if profile.sessions:
-            made.start("registered", [Reply(200)], kind="webhook.id")
-        yield made
+def lab(labs: Labs, profile: Profile) -> Chains:
+    made = labs.chains("records")
+    made.start("delivered", [Reply(DELIVERED)])
+    made.start("exhausted", [Reply(status) for status in FAILING])
+    made.start("callback", [Reply(200)], kind="callback_url")
+    if profile.sessions:
+        made.start("registered", [Reply(200)], kind="webhook.id")
+    return made
 
 
 def _arrivals(name: str) -> int:
@@ -147,7 +145,7 @@ def _shown(record: dict[str, Any]) -> str:
 def test_generation_deliveries_with_api_key_served(api: ApiClient, lab: Chains) -> None:
     """GET /v1/generations/{id}/deliveries with the key is served with a 2xx."""
     chain = lab["delivered"]
-    chain.wait_for(1, "REC-GEN-01 (set-up: a delivery of the generation)")
+    chain.wait_for(1, "set-up: a delivery of the generation")
     response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
     assert 200 <= response.status_code < 300, (
         f"REC-GEN-01: expected a 2xx for the generation's deliveries with its API key, "
@@ -196,7 +194,7 @@ def test_generation_deliveries_include_every_target_kind(
     """The generation's list includes its delivery whatever the target kind (webhook.url,
     callback_url, webhook.id)."""
     chain = lab[name]
-    chain.wait_for(1, f"{requirement_id} (set-up: a delivery to the {chain.kind} target)")
+    chain.wait_for(1, f"set-up: a delivery to the {chain.kind} target")
     wait_for_record(
         lab.client,
         chain.generation(),
@@ -448,4 +446,4 @@ def test_generation_deliveries_of_other_account_answered_404(
     response = api.request(
         "GET", f"/v1/generations/{chain.generation()}/deliveries", role=foreign.role
     )
-    assert_status(response, 404, "REC-GEN-08")
+    assert_status(response, 404)

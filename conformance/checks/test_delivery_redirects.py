@@ -7,15 +7,14 @@ redirect is not a 2xx, so the attempt failed and is retried (spec §3).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 import pytest
 
-from conformance.observe.deliveries import Chain, Chains, chains
-from conformance.observe.receiver import Endpoint, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.deliveries import Chain, Chains
+from conformance.observe.receiver import Endpoint, Reply
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 
 #: The redirect statuses of DLV-REDIRECT-01.
@@ -38,13 +37,13 @@ class Redirects:
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Redirects]:
-    with chains(profile, redactor, receiver, "redirects") as made:
-        locations: dict[int, Endpoint] = {}
-        for status in REDIRECTS:
-            locations[status] = made.endpoint(f"location-{status}")
-            made.start(f"redirect-{status}", [Reply(status, location=locations[status].url)])
-        yield Redirects(made, locations)
+def lab(labs: Labs) -> Redirects:
+    made = labs.chains("redirects")
+    locations: dict[int, Endpoint] = {}
+    for status in REDIRECTS:
+        locations[status] = made.endpoint(f"location-{status}")
+        made.start(f"redirect-{status}", [Reply(status, location=locations[status].url)])
+    return Redirects(made, locations)
 
 
 @pytest.mark.parametrize("status", BY_STATUS)
@@ -53,7 +52,7 @@ def test_redirect_location_receives_nothing(lab: Redirects, profile: Profile, st
     """A redirect reply is not followed: its Location URL receives no request."""
     chain = lab[f"redirect-{status}"]
     location = lab.locations[status]
-    chain.wait_for(1, "DLV-REDIRECT-01 (a first attempt)")
+    chain.wait_for(1, "a first attempt")
     try:  # a follow is sent at once after the redirect reply
         location.wait_for(1, QUIET_SECONDS + profile.timing.tolerance_seconds)
     except AssertionError:
@@ -74,4 +73,4 @@ def test_redirect_reply_is_failed_attempt_and_retried(
 ) -> None:
     """A redirect reply is a failed attempt: the target itself gets a retry."""
     chain = lab[f"redirect-{status}"]
-    chain.wait_for(2, f"DLV-REDIRECT-02 (a retry after a {status} reply)")
+    chain.wait_for(2, f"a retry after a {status} reply")

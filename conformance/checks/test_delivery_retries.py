@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
@@ -20,20 +19,19 @@ from conformance.observe.deliveries import (
     Chain,
     Chains,
     arrival_gaps,
-    chains,
-    judge_timing,
     submit_with_target,
     wait_for_record,
 )
 from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Delivery, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.timing import BACKOFF_SECONDS as BACKOFF
+from conformance.observe.timing import judge_timing
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
 
-#: Spec §6 Behaviour: attempts, and the backoff before the 2nd and 3rd.
+#: Spec §6 Behaviour: attempts (the backoff before the 2nd and 3rd: BACKOFF).
 ATTEMPTS: Final = 3
-BACKOFF: Final = (1.0, 2.0)
 #: After the 3rd failed attempt, how long a hidden 4th attempt is waited for: twice the
 #: longest stated backoff, plus the tolerance (bounded; the chains run side by side).
 QUIET_AFTER_LAST: Final = 2 * BACKOFF[-1] + 1.0
@@ -61,29 +59,29 @@ def _closed_port_url(receiver: Receiver) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "retries") as made:
-        refused = _closed_port_url(receiver)
-        if refused is not None:
-            try:
-                made.memo["refused"] = (refused, submit_with_target(made.client, refused))
-            except SetupFailed as error:
-                made.memo["refused"] = error
-        made.start("always-500", [Reply(500)])
-        for status in SUCCESS_STATUSES:
-            made.start(f"ok-{status}", [Reply(status)])
-        for status in FAILURE_STATUSES:
-            made.start(f"fail-{status}-then-200", [Reply(status), Reply(200)])
-        yield made
+def lab(labs: Labs, receiver: Receiver) -> Chains:
+    made = labs.chains("retries")
+    refused = _closed_port_url(receiver)
+    if refused is not None:
+        try:
+            made.memo["refused"] = (refused, submit_with_target(made.client, refused))
+        except SetupFailed as error:
+            made.memo["refused"] = error
+    made.start("always-500", [Reply(500)])
+    for status in SUCCESS_STATUSES:
+        made.start(f"ok-{status}", [Reply(status)])
+    for status in FAILURE_STATUSES:
+        made.start(f"fail-{status}-then-200", [Reply(status), Reply(200)])
+    return made
 
 
-def _arrived(chain: Chain, count: int, requirement_id: str) -> list[Delivery]:
-    """*count* arrivals, or a skip: the rule under test only applies once they came (the
-    checks of the attempts themselves judge a chain that stops short)."""
+def _arrived(chain: Chain, count: int, what: str) -> list[Delivery]:
+    """*count* arrivals (*what* they are), or a skip: the rule under test only applies once
+    they came (the checks of the attempts themselves judge a chain that stops short)."""
     try:
-        return chain.wait_for(count, requirement_id)
+        return chain.wait_for(count, what)
     except AssertionError as missing:
-        pytest.skip(f"{requirement_id} applies after {count} attempt(s); {missing}")
+        pytest.skip(f"the rule applies after {count} attempt(s); {missing}")
 
 
 def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
@@ -102,35 +100,35 @@ def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
 def test_retry_after_500_makes_second_attempt(lab: Chains, profile: Profile) -> None:
     """An attempt answered 500 is retried: a second attempt arrives."""
     chain = lab["always-500"]
-    _arrived(chain, 1, "DLV-RETRY-01")
-    chain.wait_for(2, "DLV-RETRY-01 (expected a 2nd attempt after a 500)")
+    _arrived(chain, 1, "a first attempt")
+    chain.wait_for(2, "expected a 2nd attempt after a 500")
 
 
 @pytest.mark.requirement("DLV-ATTEMPTS-01")
 def test_always_failing_target_gets_exactly_three_attempts(lab: Chains, profile: Profile) -> None:
     """A target that always answers 500 receives exactly 3 arrivals, then none for a while."""
     chain = lab["always-500"]
-    chain.wait_for(ATTEMPTS, "DLV-ATTEMPTS-01 (3 attempts)")
+    chain.wait_for(ATTEMPTS, "3 attempts")
     quiet = QUIET_AFTER_LAST + profile.timing.tolerance_seconds
-    chain.assert_arrivals(ATTEMPTS, quiet, "DLV-ATTEMPTS-01 (3 attempts, no 4th)")
+    chain.assert_arrivals(ATTEMPTS, quiet, "3 attempts, no 4th")
 
 
 @pytest.mark.requirement("DLV-EXHAUST-01")
 def test_no_fourth_attempt_after_third_failed(lab: Chains, profile: Profile) -> None:
     """Once a third attempt has failed, no automatic attempt follows it."""
     chain = lab["always-500"]
-    third = _arrived(chain, ATTEMPTS, "DLV-EXHAUST-01")[ATTEMPTS - 1]
+    third = _arrived(chain, ATTEMPTS, "3 attempts")[ATTEMPTS - 1]
     # The quiet window counts from the third arrival, so the check above has spent it.
     quiet_until = third.arrived_at + QUIET_AFTER_LAST + profile.timing.tolerance_seconds
     remaining = max(0.001, quiet_until - time.monotonic())
-    chain.assert_arrivals(ATTEMPTS, remaining, "DLV-EXHAUST-01 (no 4th attempt)")
+    chain.assert_arrivals(ATTEMPTS, remaining, "no 4th attempt")
 
 
 @pytest.mark.requirement("DLV-BACKOFF-01")
 def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profile) -> None:
     """The 2nd attempt arrives 1 s (within tolerance) after the 1st failed attempt."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(2, "DLV-BACKOFF-01 (a 2nd attempt)")
+    arrived = chain.wait_for(2, "a 2nd attempt")
     judge_timing("DLV-BACKOFF-01", arrival_gaps(arrived)[0], profile, what=chain.describe())
 
 
@@ -138,7 +136,7 @@ def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profi
 def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Profile) -> None:
     """The 3rd attempt arrives 2 s (within tolerance) after the 2nd failed attempt."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(3, "DLV-BACKOFF-02 (a 3rd attempt)")
+    arrived = chain.wait_for(3, "a 3rd attempt")
     judge_timing("DLV-BACKOFF-02", arrival_gaps(arrived)[1], profile, what=chain.describe())
 
 
@@ -146,7 +144,7 @@ def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Prof
 def test_three_failed_attempts_end_exhausted(lab: Chains, profile: Profile) -> None:
     """After the third failed attempt the delivery record's outcome is exhausted."""
     chain = lab["always-500"]
-    _arrived(chain, ATTEMPTS, "DLV-EXHAUST-02")
+    _arrived(chain, ATTEMPTS, "3 attempts")
     record = wait_for_record(
         lab.client,
         chain.generation(),
@@ -166,7 +164,7 @@ def test_every_attempt_carries_same_delivery_id(lab: Chains, profile: Profile) -
     """All attempts of one delivery carry one X-Service-Delivery and one body id (that
     the two agree is judged by the delivery header checks)."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(ATTEMPTS, "DLV-ID-01 (3 attempts)")
+    arrived = chain.wait_for(ATTEMPTS, "3 attempts")
     headers = [d.header("Delivery") for d in arrived]
     bodies = _bodies(chain, "DLV-ID-01")
     ids = [b.get("id") if isinstance(b, dict) else None for b in bodies]
@@ -182,7 +180,7 @@ def test_every_attempt_carries_same_delivery_id(lab: Chains, profile: Profile) -
 def test_every_attempt_carries_same_payload(lab: Chains, profile: Profile) -> None:
     """All attempts of one delivery carry JSON-equal bodies (an interpretation)."""
     chain = lab["always-500"]
-    chain.wait_for(ATTEMPTS, "DLV-ID-03 (3 attempts)")
+    chain.wait_for(ATTEMPTS, "3 attempts")
     bodies = _bodies(chain, "DLV-ID-03")
     assert all(body == bodies[0] for body in bodies), (
         f"DLV-ID-03: expected every attempt's body JSON-equal to the first's, saw "
@@ -194,7 +192,7 @@ def test_every_attempt_carries_same_payload(lab: Chains, profile: Profile) -> No
 def test_every_attempt_carries_byte_identical_body(lab: Chains, profile: Profile) -> None:
     """All attempts of one delivery carry the same body bytes."""
     chain = lab["always-500"]
-    arrived = chain.wait_for(ATTEMPTS, "DLV-ID-04 (3 attempts)")
+    arrived = chain.wait_for(ATTEMPTS, "3 attempts")
     raw = [d.raw_body for d in arrived]
     assert all(body == raw[0] for body in raw), (
         f"DLV-ID-04: expected byte-identical bodies on every attempt, saw lengths "
@@ -209,11 +207,9 @@ def test_any_2xx_reply_ends_delivery_without_retry(
 ) -> None:
     """A 2xx reply (200, 201, 202, 204, 299) is success: no further attempt arrives."""
     chain = lab[f"ok-{status}"]
-    _arrived(chain, 1, f"DLV-SUCCESS-01/DLV-OK-01 (a first attempt, replied {status})")
+    _arrived(chain, 1, f"a first attempt, replied {status}")
     quiet = BACKOFF[0] + 2 * profile.timing.tolerance_seconds + 1.0
-    chain.assert_arrivals(
-        1, quiet, f"DLV-SUCCESS-01/DLV-OK-01 (a {status} reply is success: no retry)"
-    )
+    chain.assert_arrivals(1, quiet, f"a {status} reply is success: no retry")
 
 
 @pytest.mark.parametrize("status", SUCCESS_STATUSES, ids=[f"reply-{s}" for s in SUCCESS_STATUSES])
@@ -221,7 +217,7 @@ def test_any_2xx_reply_ends_delivery_without_retry(
 def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, status: int) -> None:
     """After a 2xx reply the delivery record's outcome is delivered."""
     chain = lab[f"ok-{status}"]
-    _arrived(chain, 1, f"DLV-OK-02 (a first attempt, replied {status})")
+    _arrived(chain, 1, f"a first attempt, replied {status}")
     record = wait_for_record(
         lab.client,
         chain.generation(),
@@ -241,7 +237,7 @@ def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, stat
 def test_non_2xx_reply_is_retried(lab: Chains, profile: Profile, status: int) -> None:
     """A non-2xx reply (400, 404, 410, 429, 500, 503) is not success: it is retried."""
     chain = lab[f"fail-{status}-then-200"]
-    chain.wait_for(2, f"DLV-SUCCESS-02 (a retry after a {status} reply)")
+    chain.wait_for(2, f"a retry after a {status} reply")
 
 
 @pytest.mark.requirement("DLV-RETRY-03")
@@ -281,7 +277,7 @@ def test_distinct_deliveries_carry_distinct_ids(lab: Chains) -> None:
     names = ["always-500", *(f"ok-{s}" for s in SUCCESS_STATUSES)]
     ids: dict[str, str | None] = {}
     for name in names:
-        arrived = lab[name].wait_for(1, f"DLV-ID-02 (a first attempt of chain {name})")
+        arrived = lab[name].wait_for(1, f"a first attempt of chain {name}")
         ids[name] = arrived[0].header("Delivery")
     values = list(ids.values())
     assert None not in values and len(set(values)) == len(values), (
@@ -294,7 +290,7 @@ def test_distinct_deliveries_carry_distinct_ids(lab: Chains) -> None:
 def test_completed_event_reaches_accepting_target(lab: Chains) -> None:
     """A completed generation's event reaches a target that answers 2xx."""
     chain = lab["ok-200"]
-    arrived = chain.wait_for(1, "DLV-ONCE-01 (the completed event)")
+    arrived = chain.wait_for(1, "the completed event")
     events = [d.header("Event") for d in arrived]
     try:
         bodies = [d.json().get("event") for d in arrived]

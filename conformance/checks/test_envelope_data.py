@@ -7,16 +7,13 @@ generations are set up once for the module and each check judges one field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario, event_lab
-from conformance.observe.receiver import Receiver
-from conformance.secrets import Redactor
-from conformance.target.profile import Profile
+from conformance.observe.events import EventLab, Generated, Scenario
+from conformance.run.fixtures.labs import Labs
 
 COMPLETED = Scenario(kind="webhook.url")
 FAILED = Scenario(kind="webhook.url", outcome="failed")
@@ -29,10 +26,10 @@ BY_OUTCOME = [
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "envelope-data") as made:
-        made.start(COMPLETED, FAILED)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("envelope-data")
+    made.start(COMPLETED, FAILED)
+    return made
 
 
 def _data(generated: Generated, name: str, requirement_id: str) -> Any:

@@ -8,7 +8,6 @@ each check judges one statement on what arrived.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -21,12 +20,10 @@ from conformance.observe.events import (
     EventLab,
     Generated,
     Scenario,
-    SetupFailed,
-    event_lab,
 )
-from conformance.observe.receiver import Receiver
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
+from conformance.target.setup import SetupFailed
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")
@@ -52,10 +49,10 @@ _EVENT_ID = re.compile(r"evt_[0-9a-fA-F]+")
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "envelope-fields") as made:
-        made.start(INLINE, CALLBACK)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("envelope-fields")
+    made.start(INLINE, CALLBACK)
+    return made
 
 
 def _has_offset(value: object) -> bool:

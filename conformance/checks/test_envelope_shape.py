@@ -6,8 +6,6 @@ whatever the target.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conformance.observe.events import (
@@ -15,11 +13,8 @@ from conformance.observe.events import (
     EventLab,
     Generated,
     Scenario,
-    event_lab,
 )
-from conformance.observe.receiver import Receiver
-from conformance.secrets import Redactor
-from conformance.target.profile import Profile
+from conformance.run.fixtures.labs import Labs
 
 INLINE = Scenario(kind="webhook.url")
 CALLBACK = Scenario(kind="callback_url")
@@ -28,10 +23,10 @@ CALLBACK_FAILED = Scenario(kind="callback_url", outcome="failed")
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "envelope-shape") as made:
-        made.start(INLINE, CALLBACK)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("envelope-shape")
+    made.start(INLINE, CALLBACK)
+    return made
 
 
 def _strict_problems(generated: Generated) -> list[str]:

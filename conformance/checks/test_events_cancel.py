@@ -11,8 +11,6 @@ arrived within a short quiet window after that.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from conformance.observe.deliveries import submit_with_target
@@ -20,19 +18,20 @@ from conformance.observe.events import (
     CANCELLED,
     COMPLETED,
     FAILED,
-    QUIET_AFTER_SETTLED_SECONDS,
     EventLab,
     Scenario,
     TargetKind,
-    delivery_deadline,
-    event_lab,
-    event_of,
     target_body,
+)
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import (
+    QUIET_AFTER_SETTLED_SECONDS,
+    event_of,
     wait_for_event,
     wait_until_settled,
 )
-from conformance.observe.receiver import DeliveryTimeout, Endpoint, Receiver
-from conformance.secrets import Redactor
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
@@ -41,9 +40,8 @@ SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "events-cancel") as made:
-        yield made
+def lab(labs: Labs) -> EventLab:
+    return labs.events("events-cancel")
 
 
 def _cancel_prompt(profile: Profile) -> str:

@@ -6,7 +6,7 @@ Each check submits a generation (set-up: a refused submit is an error, not a ver
 waits for the event at a fresh endpoint, with a deadline from the profile
 (``sandbox.max_generation_seconds`` plus one attempt). The spec says which events are
 sent, not in which order beside others: the expected event is looked for among the
-first arrivals (:func:`~conformance.observe.events.wait_for_event`).
+first arrivals (:func:`~conformance.observe.waits.wait_for_event`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,10 @@ from __future__ import annotations
 import pytest
 
 from conformance.observe.deliveries import submit_with_target
-from conformance.observe.events import (
-    COMPLETED,
-    FAILED,
-    TargetKind,
-    delivery_deadline,
-    target_body,
-    wait_for_event,
-)
+from conformance.observe.events import COMPLETED, FAILED, TargetKind, target_body
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT

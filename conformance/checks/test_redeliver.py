@@ -12,7 +12,6 @@ once by a module fixture, so several checks judge one redelivery: the target ans
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,9 +19,9 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
-from conformance.observe.deliveries import OUTCOMES, Chain, Chains, chains, wait_for_record
-from conformance.observe.receiver import Delivery, Receiver, Reply
-from conformance.secrets import Redactor
+from conformance.observe.deliveries import OUTCOMES, Chain, Chains, wait_for_record
+from conformance.observe.receiver import Delivery, Reply
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
@@ -67,7 +66,7 @@ def _exhausted(lab: Chains, name: str) -> tuple[Chain, str, dict[str, Any]]:
     """Set-up: the chain's three attempts made and its record exhausted; the delivery id."""
     chain = lab[name]
     try:
-        arrived = chain.wait_for(ATTEMPTS, "set-up")
+        arrived = chain.wait_for(ATTEMPTS, "set-up: the attempts of the delivery to redeliver")
     except AssertionError as missing:  # the attempts are judged by test_delivery_retries
         raise SetupFailed(str(missing)) from None
     record = wait_for_record(
@@ -99,13 +98,13 @@ def _redeliver(lab: Chains, name: str) -> Redelivered:
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Chains]:
-    with chains(profile, redactor, receiver, "redeliver") as made:
-        # Three failed attempts, then the redelivery's reply (the last one repeats).
-        made.start("ok", [Reply(500)] * ATTEMPTS + [Reply(200)])
-        made.start("refused", [Reply(500)] * (ATTEMPTS + 1) + [Reply(200)])
-        made.start("foreign", [Reply(500)])
-        yield made
+def lab(labs: Labs) -> Chains:
+    made = labs.chains("redeliver")
+    # Three failed attempts, then the redelivery's reply (the last one repeats).
+    made.start("ok", [Reply(500)] * ATTEMPTS + [Reply(200)])
+    made.start("refused", [Reply(500)] * (ATTEMPTS + 1) + [Reply(200)])
+    made.start("foreign", [Reply(500)])
+    return made
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +122,7 @@ def refused(lab: Chains) -> Redelivered:
 @pytest.mark.requirement("REDLV-AUTH-01")
 def test_redeliver_with_api_key_is_served(ok: Redelivered) -> None:
     """POST redeliver with an API key of the delivery's account is not refused for auth."""
-    assert_not_refused_for_auth(ok.response, "REDLV-AUTH-01", "the delivery's API key")
+    assert_not_refused_for_auth(ok.response, "the delivery's API key")
 
 
 @pytest.mark.requirement("REDLV-RESP-02")
@@ -275,7 +274,7 @@ def test_failed_redelivery_is_not_retried(refused: Redelivered, profile: Profile
     _arrival(refused, "REDLV-ONCE-01")
     quiet = QUIET_SECONDS + profile.timing.tolerance_seconds
     refused.chain.assert_arrivals(
-        ATTEMPTS + 1, quiet, "REDLV-ONCE-01 (3 attempts, then one redelivery, no retry of it)"
+        ATTEMPTS + 1, quiet, "3 attempts, then one redelivery, no retry of it"
     )
 
 
@@ -319,12 +318,12 @@ def test_redeliver_of_other_accounts_delivery_answered_404(
         pytest.skip("needs a key of a second account: add [keys.foreign] to the profile")
     chain, delivery_id, _ = _exhausted(lab, "foreign")
     response = api.request("POST", _path(delivery_id), role=foreign.role)
-    assert_status(response, 404, "REDLV-FOREIGN-01")
-    chain.assert_arrivals(ATTEMPTS, 2.0, "REDLV-FOREIGN-01 (the refused redeliver sends nothing)")
+    assert_status(response, 404)
+    chain.assert_arrivals(ATTEMPTS, 2.0, "the refused redeliver sends nothing")
 
 
 @pytest.mark.requirement("REDLV-FOREIGN-01")
 def test_redeliver_of_unknown_delivery_answered_404(api: ApiClient) -> None:
     """Redeliver of a delivery id that was never issued is answered 404."""
     response = api.request("POST", _path("evt_" + "0" * 32))
-    assert_status(response, 404, "REDLV-FOREIGN-01")
+    assert_status(response, 404)

@@ -11,14 +11,15 @@ re-serialized body; another key's secret).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario, event_lab, signing_secret
-from conformance.observe.receiver import Delivery, Receiver
+from conformance.observe.events import EventLab, Generated, Scenario, signing_secret
+from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import KEYING_WORDS, Verification, verify_delivery
-from conformance.secrets import Redactor, Secret
+from conformance.run.fixtures.labs import Labs
+from conformance.secrets import Secret
 from conformance.target.profile import Profile
 
 INLINE = Scenario(kind="webhook.url")
@@ -39,10 +40,10 @@ TOLERANCE_WINDOW_SECONDS = 300
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "signature-hmac") as made:
-        made.start(INLINE, CALLBACK, RETRIED)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("signature-hmac")
+    made.start(INLINE, CALLBACK, RETRIED)
+    return made
 
 
 def secret_for(profile: Profile, generated: Generated) -> tuple[str, Secret]:

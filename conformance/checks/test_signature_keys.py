@@ -17,15 +17,15 @@ import pytest
 from conformance.observe.events import (
     EventLab,
     Scenario,
-    delivery_deadline,
-    event_lab,
     other_key,
     signing_secret,
     target_body,
 )
-from conformance.observe.receiver import Endpoint, Receiver
+from conformance.observe.receiver import Endpoint
 from conformance.observe.signatures import verify_delivery
-from conformance.secrets import Redactor, Secret
+from conformance.observe.timing import delivery_deadline
+from conformance.run.fixtures.labs import Labs
+from conformance.secrets import Secret
 from conformance.target.adapters import Adapter
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -37,10 +37,10 @@ REGISTERED = Scenario(kind="webhook.id")
 
 
 @pytest.fixture(scope="module")
-def lab(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[EventLab]:
-    with event_lab(profile, redactor, receiver, "signature-keys") as made:
-        made.start(INLINE)
-        yield made
+def lab(labs: Labs) -> EventLab:
+    made = labs.events("signature-keys")
+    made.start(INLINE)
+    return made
 
 
 def _label(role: str) -> str:

@@ -23,8 +23,9 @@ from conformance.judge.asserts import describe
 from conformance.judge.strategies import host_is_this_machine, iut_on_this_machine
 from conformance.observe.deliveries import find_record
 from conformance.observe.dns import DnsServer
-from conformance.observe.events import delivery_deadline, target_body
+from conformance.observe.events import target_body
 from conformance.observe.receiver import CanaryView, Endpoint, Receiver
+from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed

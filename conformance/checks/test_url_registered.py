@@ -5,7 +5,7 @@ private target through the console would bypass them, so the suite reads them as
 applying to POST /api/webhooks too (an interpretation: a failing check only warns). The
 payload of POST /api/webhooks is not shown; the suite sends what the profile's
 ``[adapter.create_webhook]`` declares (by default ``{"url": ...}``), as for the other
-console checks (conformance.observe.events.register_webhook).
+console checks (conformance.target.webhooks.register_webhook).
 """
 
 from __future__ import annotations

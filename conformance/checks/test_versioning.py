@@ -9,17 +9,15 @@ event envelopes (VER-ENV-*) is judged by the envelope checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Final
 
 import pytest
 
 from conformance.judge.asserts import describe
-from conformance.judge.operations import Operation, OperationPaths, operation_paths, operations
-from conformance.observe.receiver import Endpoint, Receiver
-from conformance.secrets import Redactor
+from conformance.judge.operations import Operation, OperationPaths, operations
+from conformance.observe.receiver import Endpoint
+from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
 
 PUBLIC: Final = [pytest.param(op, id=op.param_id) for op in operations() if op.public]
 #: What a server answers for a path or method it does not serve.
@@ -27,10 +25,9 @@ NOT_SERVED: Final = frozenset({404, 405})
 
 
 @pytest.fixture(scope="module")
-def paths(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[OperationPaths]:
+def paths(labs: Labs) -> OperationPaths:
     """Real ids of the primary account for the operations' path parameters."""
-    with operation_paths(profile, redactor, receiver, "versioning") as found:
-        yield found
+    return labs.paths("versioning")
 
 
 @pytest.mark.parametrize("op", PUBLIC)

@@ -71,8 +71,9 @@ def assert_status_in(
         fail(f"{_request_line(response)}: expected {shown}, saw {describe(response)}", rule=rule)
 
 
-def assert_refused(response: httpx.Response, rule: str | None, why: str) -> None:
-    """The request is refused: a 4xx status, neither served (2xx, 3xx) nor a server error.
+def assert_refused(response: httpx.Response, why: str, *, rule: str | None = None) -> None:
+    """The request (sent with *why*: "no API key") is refused: a 4xx status, neither
+    served (2xx, 3xx) nor a server error.
 
     For refusals whose status the spec does not show (an invalid API key, §7): any 4xx
     refuses; a 5xx is not a refusal but a failure to handle the request.
@@ -85,8 +86,11 @@ def assert_refused(response: httpx.Response, rule: str | None, why: str) -> None
         )
 
 
-def assert_not_refused_for_auth(response: httpx.Response, rule: str | None, why: str) -> None:
-    """The request is served as far as credentials go: not 401/403, and not a 5xx.
+def assert_not_refused_for_auth(
+    response: httpx.Response, why: str, *, rule: str | None = None
+) -> None:
+    """The request (sent with *why*: "the primary key") is served as far as credentials
+    go: not 401/403, and not a 5xx.
 
     Used where the request is valid for the key (in scope, well formed): any other 4xx
     (e.g. a validation detail the spec leaves unshown) says nothing about authentication,

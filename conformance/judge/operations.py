@@ -14,17 +14,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import genapi_spec
 from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
-
-if TYPE_CHECKING:
-    from conformance.observe.events import RegisteredWebhook
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
     "Operation",
@@ -33,8 +31,6 @@ __all__ = [
     "operations",
 ]
 
-#: The prompt of a minimal valid submit: no sandbox marker, so it neither fails nor
-#: cancels (the sandbox contract), and it names the suite in the IUT's logs.
 _METHODS: Final = ("get", "post", "put", "patch", "delete")
 
 
@@ -154,17 +150,10 @@ class OperationPaths:
         endpoint.respond_with_statuses([500])
 
     def _submit(self) -> None:
-        response = self.client.request(
-            "POST",
-            "/v1/images/generate",
-            json={"prompt": SUBMIT_PROMPT, "webhook": {"url": self.endpoint.url}},
+        body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": self.endpoint.url}}
+        self._generation_id = submit_generation(
+            self.client, "/v1/images/generate", body, context="an image submit for the path ids"
         )
-        if response.status_code != 202:
-            raise SetupFailed(
-                f"setup: an image submit with the primary key answered "
-                f"{response.status_code}, expected 202: {response.text[:200]!r}"
-            )
-        self._generation_id = str(response.json()["id"])
 
     @property
     def generation_id(self) -> str:
@@ -207,9 +196,6 @@ class OperationPaths:
         if self._webhook is None:
             if not self.client.profile.sessions:
                 return self.UNKNOWN_WEBHOOK_ID
-            # Imported here: conformance.observe.events builds on this module.
-            from conformance.observe.events import register_webhook
-
             self._webhook = register_webhook(self.client, self.endpoint.url)
         return self._webhook.id
 
@@ -229,8 +215,6 @@ class OperationPaths:
         """Delete the registered webhook this created (a leftover webhook would receive
         later events; a failure to delete is raised)."""
         if self._webhook is not None:
-            from conformance.observe.events import delete_webhook
-
             webhook, self._webhook = self._webhook, None
             delete_webhook(self.client, webhook)
 

@@ -22,29 +22,20 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import httpx
 
-from conformance.catalog import load_catalog
-from conformance.findings import measure
-from conformance.observe.events import (
-    ATTEMPT_TIMEOUT_SECONDS,
-    BACKOFF_SECONDS,
-    RegisteredWebhook,
-    TargetKind,
-    delete_webhook,
-    register_webhook,
-    target_body,
-)
+from conformance.findings import fail
+from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
-from conformance.secrets import Redactor
-from conformance.target.client import ApiClient, Recorder
+from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
+from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
     "OUTCOMES",
@@ -53,9 +44,7 @@ __all__ = [
     "Chain",
     "Chains",
     "arrival_gaps",
-    "chains",
     "find_record",
-    "judge_timing",
     "records_of",
     "submit_with_target",
     "wait_for_record",
@@ -83,18 +72,8 @@ def submit_with_target(
     """Submit a generation delivering to *url* (or the registered *webhook_id*, with the
     binding's *events*); its id. A refusal is a set-up error."""
     target = target_body(kind, url, webhook_id=webhook_id, events=events)
-    body: dict[str, Any] = {"prompt": prompt, **target}
-    response = client.request("POST", path, role=role, json=body)
-    try:
-        generation_id = response.json()["id"]
-    except (ValueError, KeyError, TypeError):
-        generation_id = None
-    if response.status_code != 202 or not isinstance(generation_id, str):
-        raise SetupFailed(
-            f"setup: POST {path} with {kind} {url!r} answered {response.status_code}, "
-            f"expected 202 with an id: {client.recorder.redactor.text(response.text[:200])!r}"
-        )
-    return generation_id
+    body = {"prompt": prompt, **target}
+    return submit_generation(client, path, body, role=role, context=f"{kind} {url!r}")
 
 
 def records_of(client: ApiClient, generation_id: str, *, role: str = "primary") -> list[Any]:
@@ -158,19 +137,6 @@ def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
     return [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(deliveries)]
 
 
-def judge_timing(rule: str, value: float, profile: Profile, *, what: str = "") -> str:
-    """Judge a measured duration of a timed rule by the bands the catalog gives it
-    (``timing``), widened by the profile's measurement tolerance: pass, warn or fail.
-
-    *what* adds which occurrence was measured (``2nd gap``) to the catalog's quantity.
-    """
-    timing = load_catalog()[rule].timing
-    if timing is None:
-        raise ValueError(f"{rule} has no timing bands in the catalog")
-    quantity = f"{timing.measures} ({what})" if what else timing.measures
-    return measure(rule, quantity, value, timing.bands(profile.timing.tolerance_seconds))
-
-
 @dataclass
 class Chain:
     """One generation delivering to one scripted endpoint, or the set-up error it met."""
@@ -213,9 +179,10 @@ class Chain:
             total += 2 * (held + backoff) + self.tolerance
         return total + 2.0
 
-    def wait_for(self, count: int, requirement_id: str) -> list[Delivery]:
-        """*count* arrivals; fewer by the deadline fails *requirement_id* (a verdict: the
-        spec says how many attempts a target receives).
+    def wait_for(self, count: int, what: str, *, rule: str | None = None) -> list[Delivery]:
+        """*count* arrivals (*what* they are, for the message); fewer by the deadline fails
+        *rule*, by default every id the check cites (a verdict: the spec says how many
+        attempts a target receives).
 
         Deadlines are absolute: the first arrival within the generation time plus the
         10 s timeout and the tolerance from the submit, later ones within
@@ -234,20 +201,25 @@ class Chain:
             rest_by = first.arrived_at + self.window_after_first(count)
             return self.endpoint.wait_for(count, max(0.001, rest_by - time.monotonic()))
         except DeliveryTimeout as missing:
-            raise AssertionError(f"{requirement_id}: {self.describe()}: {missing}") from None
+            fail(f"{what}: {self.describe()}: {missing}", rule=rule)
 
-    def assert_arrivals(self, count: int, quiet: float, requirement_id: str) -> None:
-        """Exactly *count* arrivals in all: none more within *quiet* s from now (a bounded
-        window), counting also any that came before this check looked."""
+    def assert_arrivals(
+        self, count: int, quiet: float, what: str, *, rule: str | None = None
+    ) -> None:
+        """Exactly *count* arrivals in all (*what* they are, for the message): none more
+        within *quiet* s from now (a bounded window), counting also any that came before
+        this check looked; else *rule* fails (by default every id the check cites)."""
         try:
             self.endpoint.assert_quiet(quiet)
         except AssertionError:
             pass  # judged below, with everything that arrived
         arrived = self.endpoint.deliveries
-        assert len(arrived) == count, (
-            f"{requirement_id}: expected exactly {count} arrival(s), saw {len(arrived)} "
-            f"{self.describe()}"
-        )
+        if len(arrived) != count:
+            fail(
+                f"{what}: expected exactly {count} arrival(s), saw {len(arrived)} "
+                f"{self.describe()}",
+                rule=rule,
+            )
 
     def describe(self) -> str:
         """The chain and what arrived so far, for messages."""
@@ -326,17 +298,3 @@ class Chains:
                 endpoint.close()
             for endpoint in endpoints:
                 endpoint.check()
-
-
-@contextmanager
-def chains(profile: Profile, redactor: Redactor, receiver: Receiver, name: str) -> Iterator[Chains]:
-    """:class:`Chains` with its own client, for a module-scoped fixture."""
-    client = ApiClient(profile, Recorder(redactor))
-    made = Chains(client, receiver, name)
-    try:
-        yield made
-    finally:
-        try:
-            made.close()
-        finally:
-            client.close()

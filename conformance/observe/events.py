@@ -16,47 +16,32 @@ and :func:`delivery_deadline`.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import httpx
 
-import genapi_spec
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver
-from conformance.secrets import Redactor, Secret
-from conformance.target.adapters import console_request, declared
-from conformance.target.client import ApiClient, Recorder
+from conformance.observe.timing import delivery_deadline
+from conformance.secrets import Secret
+from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
     "CANCELLED",
     "COMPLETED",
     "ENVELOPE_FIELDS",
     "FAILED",
-    "FINAL_STATUSES",
-    "QUIET_AFTER_SETTLED_SECONDS",
     "TARGET_KINDS",
     "EventLab",
     "Generated",
-    "RegisteredWebhook",
     "Scenario",
-    "SetupFailed",
     "TargetKind",
-    "delete_webhook",
-    "delivery_deadline",
-    "event_lab",
-    "event_of",
     "other_key",
-    "register_webhook",
-    "schema_errors",
     "signing_secret",
     "target_body",
-    "wait_for_event",
-    "wait_until_settled",
 ]
 
 #: Event names (spec §6).
@@ -71,24 +56,6 @@ ENVELOPE_FIELDS: Final = ("id", "event", "created_at", "api_version", "webhook_i
 #: ``callback_url`` (legacy flat body), ``webhook.id`` (registered webhook).
 TargetKind = Literal["webhook.url", "callback_url", "webhook.id"]
 TARGET_KINDS: Final[tuple[TargetKind, ...]] = ("webhook.url", "callback_url", "webhook.id")
-
-#: The per-attempt timeout (spec §6 Behaviour): a first attempt may take this long.
-ATTEMPT_TIMEOUT_SECONDS: Final = 10.0
-#: Backoff before the 2nd and 3rd attempts (spec §6 Behaviour).
-BACKOFF_SECONDS: Final = (1.0, 2.0)
-
-
-def delivery_deadline(profile: Profile, attempts: int = 1) -> float:
-    """Seconds to wait for *attempts* deliveries of one event: the generation's time
-    (the profile's ``max_generation_seconds``), then per attempt the 10 s timeout and the
-    backoff before it (spec §6 Behaviour), plus the timing tolerance."""
-    backoff = sum(BACKOFF_SECONDS[: max(0, attempts - 1)])
-    return (
-        profile.sandbox.max_generation_seconds
-        + attempts * ATTEMPT_TIMEOUT_SECONDS
-        + backoff
-        + profile.timing.tolerance_seconds
-    )
 
 
 def target_body(
@@ -152,72 +119,6 @@ def other_key(profile: Profile, role: str, scope: str = "images:generate") -> Ke
     return candidates[0]
 
 
-# -- registered webhooks (console) -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RegisteredWebhook:
-    """A webhook registered through the console, with its whsec_ secret (spec §2)."""
-
-    id: str
-    secret: Secret
-    session: str
-
-
-def register_webhook(
-    client: ApiClient,
-    url: str,
-    *,
-    session: str = "primary",
-    events: tuple[str, ...] | None = None,
-) -> RegisteredWebhook:
-    """Register *url* with the console (spec §4 Console endpoints: POST /api/webhooks).
-
-    The payload is the profile's ``[adapter.create_webhook]`` declaration; by default
-    ``url`` and ``events`` in, ``id`` and ``secret`` out, which the spec does not show
-    (catalog HOOK-CREATE-01): an IUT that differs from its declaration fails this set-up,
-    an error.
-    """
-    create = declared(client.profile, "create_webhook")
-    response = console_request(
-        client,
-        "create_webhook",
-        session=session,
-        url=url,
-        events=None if events is None else list(events),
-    )
-    where = f"{create.method} {create.path}"
-    if not create.accepts(response.status_code):
-        raise SetupFailed(
-            f"setup: {where} answered {response.status_code}, expected {create.expected}: "
-            f"{client.recorder.redactor.text(response.text[:200])!r}"
-        )
-    try:
-        answer = response.json()
-    except ValueError:
-        answer = None
-    webhook_id, secret = create.read_id(answer, "id"), create.read(answer, "secret")
-    if webhook_id is None or not isinstance(secret, str):
-        raise SetupFailed(
-            f"setup: {where} did not answer the webhook id at {create.where('id')} and its "
-            f"secret at {create.where('secret')} (HOOK-CREATE-01; the profile's "
-            "[adapter.create_webhook] declares them)"
-        )
-    return RegisteredWebhook(webhook_id, Secret(secret), session)
-
-
-def delete_webhook(client: ApiClient, webhook: RegisteredWebhook) -> None:
-    """Delete a webhook this suite registered; a failure is raised (a leftover webhook
-    would receive later events). Already gone (404) is fine."""
-    response = console_request(client, "delete_webhook", session=webhook.session, id=webhook.id)
-    delete = declared(client.profile, "delete_webhook")
-    if not (delete.accepts(response.status_code) or response.status_code == 404):
-        raise SetupFailed(
-            f"teardown: {delete.method} {delete.path} answered {response.status_code}, "
-            f"expected {delete.expected}"
-        )
-
-
 # -- scenarios -------------------------------------------------------------------------
 
 
@@ -251,12 +152,11 @@ class Scenario:
 
 @dataclass
 class Generated:
-    """What a scenario gave: the submit's answer and the deliveries that arrived."""
+    """What a scenario gave: the accepted generation and the deliveries that arrived."""
 
     scenario: Scenario
     generation_id: str
     endpoint: Endpoint
-    submit_status: int
     webhook: RegisteredWebhook | None = None
     deliveries: list[Delivery] = field(default_factory=list)
 
@@ -336,27 +236,14 @@ class EventLab:
         if scenario.kind == "webhook.id":
             webhook = register_webhook(self.client, url)
             self._webhooks.append(webhook)
-        body: dict[str, Any] = {"prompt": self.prompt(scenario)}
-        body.update(
-            target_body(
-                scenario.kind,
-                url,
-                webhook_id=webhook.id if webhook else None,
-                events=scenario.events,
-            )
+        target = target_body(
+            scenario.kind, url, webhook_id=webhook.id if webhook else None, events=scenario.events
         )
-        response = self.client.request("POST", scenario.path, role=scenario.role, json=body)
-        try:
-            generation_id = response.json()["id"]
-        except (ValueError, KeyError, TypeError):
-            generation_id = None
-        if response.status_code != 202 or not isinstance(generation_id, str):
-            raise SetupFailed(
-                f"setup ({scenario.label}): POST {scenario.path} answered "
-                f"{response.status_code}, expected 202 with an id: "
-                f"{self.client.recorder.redactor.text(response.text[:200])!r}"
-            )
-        return Generated(scenario, generation_id, endpoint, response.status_code, webhook)
+        body = {"prompt": self.prompt(scenario), **target}
+        generation_id = submit_generation(
+            self.client, scenario.path, body, role=scenario.role, context=scenario.label
+        )
+        return Generated(scenario, generation_id, endpoint, webhook)
 
     def get(self, scenario: Scenario) -> Generated:
         """The scenario's generation with its deliveries, run on first use.
@@ -396,115 +283,3 @@ class EventLab:
         finally:
             for endpoint in self._endpoints:
                 endpoint.close()
-
-
-@contextmanager
-def event_lab(
-    profile: Profile, redactor: Redactor, receiver: Receiver, name: str
-) -> Iterator[EventLab]:
-    """An :class:`EventLab` with its own client, for a module-scoped fixture::
-
-    @pytest.fixture(scope="module")
-    def lab(profile, redactor, receiver):
-        with event_lab(profile, redactor, receiver, "envelope") as made:
-            yield made
-    """
-    client = ApiClient(profile, Recorder(redactor))
-    lab = EventLab(client, receiver, name)
-    try:
-        yield lab
-    finally:
-        try:
-            lab.close()
-        finally:
-            client.close()
-
-
-def schema_errors(schema_name: str, instance: object) -> list[str]:
-    """Where *instance* breaks the named JSON Schema (``genapi_spec.validator``), one line
-    per error (path: message), for assertion messages."""
-    validator = genapi_spec.validator(schema_name)
-    return [
-        f"{'/'.join(str(p) for p in error.absolute_path) or '(body)'}: {error.message}"
-        for error in sorted(
-            validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path]
-        )
-    ]
-
-
-#: Statuses after which a generation fires no further event (spec §3 names these three).
-FINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
-#: How long an absence check listens once the generation has settled: the service fires
-#: its event when the generation ends, and a first attempt is sent at once (spec §6).
-QUIET_AFTER_SETTLED_SECONDS: Final = 3.0
-
-
-def wait_until_settled(
-    client: ApiClient, generation_id: str, endpoint: Endpoint, *, role: str | None = None
-) -> tuple[str | None, list[Delivery]]:
-    """Wait until the generation reads as finished, or anything arrives at *endpoint*.
-
-    Polls ``GET /v1/generations/{id}`` (its ``status`` field is an interpretation,
-    GEN-RECORD-01) between short waits on the endpoint, until the profile's
-    ``max_generation_seconds``. Returns the final status seen (None if the record never
-    showed one) and the deliveries that arrived meanwhile. Used by absence checks: an
-    event that must not be sent has had its moment once the generation has settled.
-    """
-    profile = client.profile
-    deadline = time.monotonic() + profile.sandbox.max_generation_seconds
-    poll = 0.25
-    while time.monotonic() < deadline:
-        try:
-            return None, endpoint.wait_for(1, timeout=poll)
-        except DeliveryTimeout:
-            pass
-        response = client.request("GET", f"/v1/generations/{generation_id}", role=role)
-        try:
-            status = response.json().get("status")
-        except (ValueError, AttributeError):
-            status = None
-        if status in FINAL_STATUSES:
-            return str(status), endpoint.deliveries
-        poll = min(poll * 2, 2.0)
-    return None, endpoint.deliveries
-
-
-#: How many arrivals at one endpoint are looked through for an expected event: the spec
-#: says which events are sent, not in which order beside any others.
-EVENT_SEARCH_ARRIVALS: Final = 3
-
-
-def event_of(delivery: Delivery) -> Any:
-    """The event a delivery reports: its body's ``event`` (the header is judged apart by
-    the header checks), or the event header when the body is not JSON."""
-    try:
-        body = delivery.json()
-    except ValueError:
-        return delivery.header("Event")
-    return body.get("event") if isinstance(body, dict) else None
-
-
-def wait_for_event(endpoint: Endpoint, event: str, timeout: float) -> list[Delivery]:
-    """Wait (at most *timeout* s) until a delivery of *event* is among the first
-    :data:`EVENT_SEARCH_ARRIVALS` arrivals at *endpoint*; returns all arrived so far.
-
-    Raises :class:`DeliveryTimeout` naming the events that did arrive, when none of them
-    is *event* by the deadline (or within the arrivals looked through).
-    """
-    deadline = time.monotonic() + timeout
-    arrived: list[Delivery] = []
-    for count in range(1, EVENT_SEARCH_ARRIVALS + 1):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        try:
-            arrived = endpoint.wait_for(count, timeout=remaining)
-        except DeliveryTimeout:
-            break
-        if any(event_of(delivery) == event for delivery in arrived):
-            return arrived
-    seen = [event_of(delivery) for delivery in arrived]
-    raise DeliveryTimeout(
-        f"endpoint {endpoint.name!r}: expected {event} within {timeout:g} s; "
-        f"events that arrived: {seen or 'none'}"
-    )

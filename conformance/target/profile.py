@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -316,10 +316,6 @@ def profile_schema() -> dict[str, Any]:
     return loaded
 
 
-def _dotted(path: Iterator[Any] | Any) -> str:
-    return ".".join(str(part) for part in path) or "(top level)"
-
-
 def _fix_of(schema: Mapping[str, Any]) -> str:
     fix = schema.get("x-fix")
     return str(fix) if fix else "see the template (genapi-conformance init-profile)"
@@ -336,8 +332,8 @@ def _resolve(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 def _schema_problems(document: Mapping[str, Any]) -> list[str]:
     validator = jsonschema.Draft202012Validator(profile_schema())
     problems: list[str] = []
-    for error in sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path)):
-        where = _dotted(error.absolute_path)
+    for error in genapi_spec.schema_errors(validator, document):
+        where = genapi_spec.error_where(error.absolute_path)
         schema = _resolve(error.schema) if isinstance(error.schema, Mapping) else {}
         if error.validator == "required":
             missing = error.message.split("'")[1]

@@ -25,7 +25,6 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from conformance.judge.asserts import assert_webhook_list
-from conformance.observe.events import delete_webhook, register_webhook
 from conformance.run.cli import EXIT_OK
 from conformance.run.launcher import EmbeddedReference
 from conformance.target.adapter_declaration import (
@@ -47,6 +46,7 @@ from conformance.target.adapters import (
 )
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile, ProfileError, load_profile, parse_profile
+from conformance.target.webhooks import delete_webhook, register_webhook
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwIn0.ADAPTERcanary0token"
 PASSWORD = "ADAPTERcanary password/+&="

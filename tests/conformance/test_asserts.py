@@ -57,24 +57,24 @@ def test_assert_status_in_accepts_any_listed_status() -> None:
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422, 429])
 def test_assert_refused_accepts_every_4xx(status: int) -> None:
-    assert_refused(response(status), "AUTH-KEY-01", "no key")
+    assert_refused(response(status), "no key", rule="AUTH-KEY-01")
 
 
 @pytest.mark.parametrize("status", [200, 202, 204, 302, 500, 503])
 def test_assert_refused_rejects_success_redirect_and_server_error(status: int) -> None:
     with pytest.raises(AssertionError, match=r"AUTH-KEY-01: GET /v1/x with no key: expected"):
-        assert_refused(response(status), "AUTH-KEY-01", "no key")
+        assert_refused(response(status), "no key", rule="AUTH-KEY-01")
 
 
 @pytest.mark.parametrize("status", [200, 202, 204, 400, 404, 409, 422])
 def test_assert_not_refused_for_auth_accepts_what_is_not_about_credentials(status: int) -> None:
-    assert_not_refused_for_auth(response(status), "AUTH-BEARER-01", "the primary key")
+    assert_not_refused_for_auth(response(status), "the primary key", rule="AUTH-BEARER-01")
 
 
 @pytest.mark.parametrize("status", [401, 403, 500, 502])
 def test_assert_not_refused_for_auth_rejects_auth_refusals_and_server_errors(status: int) -> None:
     with pytest.raises(AssertionError, match=f"AUTH-BEARER-01: .* saw {status}"):
-        assert_not_refused_for_auth(response(status), "AUTH-BEARER-01", "the primary key")
+        assert_not_refused_for_auth(response(status), "the primary key", rule="AUTH-BEARER-01")
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.findings import RuleBroken
 from conformance.observe import deliveries
 from conformance.observe.deliveries import (
     Chain,
@@ -134,16 +135,17 @@ def test_chain_waits_with_absolute_deadlines_and_counts_every_arrival(
     chains = Chains(_client(profile, FakeService(sends=2)), receiver, "unit")
     try:
         chain = chains.start("two", [Reply(500)])
-        assert len(chain.wait_for(2, "ID-X")) == 2
-        with pytest.raises(AssertionError, match=r"^ID-Y: \[chain two"):
-            chain.wait_for(3, "ID-Y")
+        assert len(chain.wait_for(2, "two attempts")) == 2
+        with pytest.raises(RuleBroken, match=r"^DLV-X-01: a third attempt: \[chain two") as info:
+            chain.wait_for(3, "a third attempt", rule="DLV-X-01")
+        assert info.value.ids == ("DLV-X-01",)  # the rule named, the context in the message
         started = time.monotonic()
-        with pytest.raises(AssertionError):  # past its deadline: no second wait
-            chain.wait_for(3, "ID-Y")
+        with pytest.raises(RuleBroken):  # past its deadline: no second wait
+            chain.wait_for(3, "a third attempt")
         assert time.monotonic() - started < 0.5
-        chain.assert_arrivals(2, 0.1, "ID-Z")
-        with pytest.raises(AssertionError, match="ID-Z: expected exactly 1 arrival"):
-            chain.assert_arrivals(1, 0.1, "ID-Z")
+        chain.assert_arrivals(2, 0.1, "two attempts")
+        with pytest.raises(RuleBroken, match=r"^one attempt: expected exactly 1 arrival"):
+            chain.assert_arrivals(1, 0.1, "one attempt")
     finally:
         chains.close()
 
@@ -153,7 +155,7 @@ def test_refused_chain_reraises_its_setup_error(profile: Profile, receiver: Rece
     try:
         chain = chains.start("refused", [Reply(200)])
         with pytest.raises(SetupFailed, match="answered 503"):
-            chain.wait_for(1, "ID-X")
+            chain.wait_for(1, "a first attempt")
         with pytest.raises(ValueError, match="started twice"):
             chains.start("refused", [Reply(200)])
     finally:

@@ -9,23 +9,21 @@ import json
 import httpx
 import pytest
 
-from conformance.observe import events
+from conformance.observe import timing
 from conformance.observe.events import (
     CANCELLED,
     EventLab,
     Scenario,
-    SetupFailed,
-    delivery_deadline,
-    event_of,
     other_key,
     signing_secret,
     target_body,
-    wait_for_event,
-    wait_until_settled,
 )
 from conformance.observe.receiver import DeliveryTimeout, Receiver
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import event_of, wait_for_event, wait_until_settled
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, Profile, parse_profile
+from conformance.target.setup import SetupFailed
 
 PROFILE = """
 base_url = "http://127.0.0.1:9"
@@ -147,7 +145,7 @@ def test_refused_submit_is_a_setup_error(profile: Profile, receiver: Receiver) -
 def test_missing_delivery_is_a_setup_error(
     profile: Profile, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(events, "ATTEMPT_TIMEOUT_SECONDS", 0.1)  # a 1.3 s deadline
+    monkeypatch.setattr(timing, "ATTEMPT_TIMEOUT_SECONDS", 0.1)  # a 1.3 s deadline
     lab = _lab(profile, receiver, FakeService(deliver=False))
     try:
         with pytest.raises(SetupFailed, match="expected 1 deliveries"):

@@ -276,13 +276,50 @@ def test_x(dns_server):
         assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.7"]
 
 
+LABS = """
+import pytest
+
+made = []
+
+@pytest.fixture(scope="module")
+def paths(labs):
+    return labs.paths("unit-paths")
+
+def test_one(labs, paths):
+    made.append((labs, paths))
+
+def test_two(labs, paths):
+    assert made == [(labs, paths)]  # one factory, one lab, for the whole module
+    assert paths.endpoint.path in paths.endpoint.receiver._endpoints
+"""
+
+LABS_AFTER = """
+import sys
+
+def test_closed_after_the_module(labs):
+    first = sys.modules["test_labs_gives_a_module_its_labs_and_closes_them_after_it"]
+    (first_labs, paths), = first.made
+    assert labs is not first_labs  # a module of its own gets its own factory
+    assert paths.endpoint.path not in paths.endpoint.receiver._endpoints  # closed
+"""
+
+
+def test_labs_gives_a_module_its_labs_and_closes_them_after_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_zz_after=LABS_AFTER)  # runs after the module of LABS
+    result = run(pytester, profile_text("http://127.0.0.1:9"), LABS)
+    result.assert_outcomes(passed=3)
+
+
 def test_fixture_modules_define_the_fixtures_they_export() -> None:
     exported: dict[str, list[str]] = {}
     for name in PLUGINS:
         module = importlib.import_module(name)
         exported[name] = list(module.__all__)
         for fixture_name in module.__all__:
-            marker = getattr(getattr(module, fixture_name), "_fixture_function_marker", None)
+            exported_object = getattr(module, fixture_name)
+            if isinstance(exported_object, type):
+                continue  # the type a fixture gives, for the checks' annotations
+            marker = getattr(exported_object, "_fixture_function_marker", None)
             assert marker is not None, f"{name}.{fixture_name} is not a fixture"
     assert exported == {
         "conformance.run.fixtures.profile": ["profile", "profile_path", "redactor"],
@@ -295,6 +332,7 @@ def test_fixture_modules_define_the_fixtures_they_export() -> None:
             "make_endpoint",
             "receiver",
         ],
+        "conformance.run.fixtures.labs": ["Labs", "labs"],
     }
 
 

@@ -66,3 +66,18 @@ def test_validator_checks_formats() -> None:
 def test_validator_is_cached_per_schema() -> None:
     assert genapi_spec.validator("usage") is genapi_spec.validator("usage")
     assert genapi_spec.validator("usage") is not genapi_spec.validator("error")
+
+
+def test_schema_errors_come_ordered_by_where_they_sit() -> None:
+    """The suite's messages (catalog, profile) list a document's errors in one stable order,
+    whatever order the validator found them in."""
+    broken = COMPLETED | {"id": 5, "data": DATA | {"output_url": None, "credits_used": "x"}}
+    errors = genapi_spec.schema_errors(genapi_spec.validator("event-envelope"), broken)
+    where = [genapi_spec.error_where(error.absolute_path) for error in errors]
+    assert where == ["data.credits_used", "data.output_url", "id"]
+
+
+def test_error_where_names_the_whole_instance_at_the_top() -> None:
+    assert genapi_spec.error_where(["data", "attempts", 0]) == "data.attempts.0"
+    assert genapi_spec.error_where([]) == "(top level)"
+    assert genapi_spec.error_where([], top="(body)") == "(body)"

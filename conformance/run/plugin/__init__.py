@@ -50,6 +50,7 @@ pytest_plugins = [
     "conformance.run.fixtures.profile",
     "conformance.run.fixtures.client",
     "conformance.run.fixtures.receiver",
+    "conformance.run.fixtures.labs",
 ]
 
 
