@@ -23,7 +23,6 @@ from conformance.observe.deliveries import (
     OUTCOMES,
     Chain,
     Chains,
-    records_of,
     submit_with_target,
     wait_for_record,
 )
@@ -38,8 +37,6 @@ from conformance.target.setup import SetupFailed
 FAILING: Final = (500, 502, 503)
 #: The delivered chain's reply: a 2xx other than 200, so status_code is seen to be copied.
 DELIVERED: Final = 201
-#: How long a record may take to settle after the last arrival.
-RECORD_SETTLE_SECONDS: Final = 5.0
 
 #: The chains by target kind (spec §4 rule 1), for the "list includes" checks.
 BY_KIND = [
@@ -105,22 +102,14 @@ def _settle(lab: Chains, chain: Chain) -> dict[str, Any]:
         chain.wait_for(count, f"set-up: {count} attempts of chain {chain.name}")
     except AssertionError as missing:
         raise SetupFailed(str(missing)) from None
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
+    record = lab.record(
+        chain,
         lambda r: (
             r.get("outcome") in ("delivered", "exhausted")
             and isinstance(r.get("attempts"), list)
             and len(r["attempts"]) >= count
         ),
-        RECORD_SETTLE_SECONDS + lab.profile.timing.tolerance_seconds,
     )
-    if record is None:
-        # The generation's only target is this chain's: its one record is the chain's,
-        # whatever target_url it shows.
-        records = records_of(lab.client, chain.generation())
-        record = records[0] if len(records) == 1 and isinstance(records[0], dict) else None
     if record is None:
         raise SetupFailed(
             f"set-up: no record of the delivery to {chain.url} among the generation's "
@@ -195,13 +184,7 @@ def test_generation_deliveries_include_every_target_kind(
     callback_url, webhook.id)."""
     chain = lab[name]
     chain.wait_for(1, f"set-up: a delivery to the {chain.kind} target")
-    wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: True,
-        RECORD_SETTLE_SECONDS + lab.profile.timing.tolerance_seconds,
-    )
+    lab.record(chain)
     response = api.request("GET", f"/v1/generations/{chain.generation()}/deliveries")
     records, _ = assert_delivery_list(response, requirement_id)
     assert any(r.get("event_type") == COMPLETED for r in records), (
