@@ -26,7 +26,7 @@ from conformance.observe.deliveries import (
     submit_with_target,
     wait_for_record,
 )
-from conformance.observe.events import COMPLETED
+from conformance.observe.events import COMPLETED, foreign_key
 from conformance.observe.receiver import Endpoint, Reply
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
@@ -421,10 +421,7 @@ def test_generation_deliveries_of_other_account_answered_404(
     api: ApiClient, lab: Chains, profile: Profile
 ) -> None:
     """The delivery list of another account's generation is answered 404."""
-    home = profile.key("primary").account
-    foreign = next((k for k in profile.keys.values() if k.account != home and not k.revoked), None)
-    if foreign is None:
-        pytest.skip("needs a key of a second account: add [keys.foreign] to the profile")
+    foreign = foreign_key(profile)
     chain, _ = _settled(lab, "delivered")
     response = api.request(
         "GET", f"/v1/generations/{chain.generation()}/deliveries", role=foreign.role

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
 from conformance.observe.deliveries import OUTCOMES, Chain, Chains, settle_exhausted
+from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Delivery, Reply
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
@@ -280,10 +281,7 @@ def test_redeliver_of_other_accounts_delivery_answered_404(
     api: ApiClient, lab: Chains, profile: Profile
 ) -> None:
     """Redeliver of another account's delivery is answered 404 and sends nothing."""
-    home = profile.key("primary").account
-    foreign = next((k for k in profile.keys.values() if k.account != home and not k.revoked), None)
-    if foreign is None:
-        pytest.skip("needs a key of a second account: add [keys.foreign] to the profile")
+    foreign = foreign_key(profile)
     chain, delivery_id, _ = _exhausted(lab, "foreign")
     response = api.request("POST", _path(delivery_id), role=foreign.role)
     assert_status(response, 404)

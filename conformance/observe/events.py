@@ -39,6 +39,7 @@ __all__ = [
     "Generated",
     "Scenario",
     "TargetKind",
+    "foreign_key",
     "other_key",
     "signing_secret",
     "target_body",
@@ -99,6 +100,18 @@ def signing_secret(profile: Profile, role: str) -> Secret:
             f"set keys.{role}.signing_secret to the value the console's key detail view shows",
         )
     return secret
+
+
+def foreign_key(profile: Profile, role: str = "primary") -> KeyProfile:
+    """A usable key of another account than *role*'s (the cross-account checks); a
+    profile without one cannot run them: a skip (CapabilityMissing), never a failure."""
+    home = profile.key(role).account
+    for key in profile.keys.values():
+        if key.account != home and not key.revoked:
+            return key
+    raise CapabilityMissing(
+        "a key of a second account", "add a [keys.foreign] table with another account"
+    )
 
 
 def other_key(profile: Profile, role: str, scope: str = "images:generate") -> KeyProfile:
