@@ -160,6 +160,11 @@ GENERATION_ID_REUSED = Fault(
     "a submit repeating the body of one made in the last minute answers that generation's id "
     "(an idempotency key made of the prompt)",
 )
+READ_CREDITS_UNREFUNDED = Fault(
+    "read-credits-unrefunded",
+    "GEN-CONSIST-01",
+    "GET /v1/generations/{id} shows a failed generation's credits as spent (its event says 0)",
+)
 EXHAUSTED_GENERATION_HIDDEN = Fault(
     "exhausted-generation-hidden",
     "GEN-MISSED-01",
@@ -603,6 +608,8 @@ class GenerationService:
             "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
             else None,
         }  # fmt: skip
+        if self.faults.on(READ_CREDITS_UNREFUNDED) and row["status"] == "failed":
+            record["credits_used"] = self.auth.tiers.prices[row["type"]]
         if self.faults.on(SIGNING_SECRET_ON_V1):
             record["signing_secret"] = key.signing_secret
         return record

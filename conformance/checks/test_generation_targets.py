@@ -24,6 +24,7 @@ from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.webhooks import delete_webhook, register_webhook
 
 IMAGES: Final = "/v1/images/generate"
 EDIT: Final = "/v1/images/edit"
@@ -104,3 +105,28 @@ def test_submit_endpoint_refuses_bad_callback_target_with_400(
     if response.status_code != 400:
         _skip_if_edit_body_refused(api, path)
     assert_status(response, 400)
+
+
+@pytest.mark.console
+@pytest.mark.requirement("HOOK-ID-01")
+def test_registered_webhook_id_names_it_in_webhook_id(
+    api: ApiClient, endpoint: Endpoint, profile: Profile
+) -> None:
+    """The id a registered webhook was created with, sent as the string ``webhook.id`` of
+    an image submit, names that webhook: the submit is answered 202 and its event arrives
+    at the webhook's URL."""
+    webhook = register_webhook(api, endpoint.url)
+    try:
+        body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": webhook.id}}
+        response = api.request("POST", IMAGES, json=body)
+        if response.status_code != 202:
+            fail(
+                f"POST {IMAGES} with webhook.id {webhook.id!r} (the id POST /api/webhooks "
+                f"answered): expected 202, saw {describe(response)}"
+            )
+        try:
+            endpoint.wait_for(1, delivery_deadline(profile))
+        except DeliveryTimeout as missing:
+            fail(f"webhook.id {webhook.id!r}: no event arrived at the webhook's URL: {missing}")
+    finally:
+        delete_webhook(api, webhook)
