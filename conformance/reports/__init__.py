@@ -56,6 +56,10 @@ class RunInfo:
     base_url: str | None
     started_at: datetime
     finished_at: datetime
+    #: What judged it: the digests of the installed suite's files and of its catalog
+    #: (:mod:`conformance.provenance`), which an attestation binds to the verdicts.
+    suite_sha256: str | None = None
+    catalog_sha256: str | None = None
 
 
 def new_report_dir(base: Path = Path("reports")) -> Path:

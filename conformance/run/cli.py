@@ -42,6 +42,7 @@ from conformance.reports import (
     JUNIT_NAME,
     new_report_dir,
 )
+from conformance.run.commands import attest, keygen, verify_attestation
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY, is_warning
 from conformance.run.plugin.state import Preloaded
@@ -90,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_CODES,
     )
     commands = parser.add_subparsers(
-        dest="command", metavar="{run,init-profile,serve-reference,faults}"
+        dest="command",
+        metavar="{run,init-profile,serve-reference,faults,keygen,attest,verify-attestation}",
     )
     run = commands.add_parser(
         "run",
@@ -162,6 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
+    for command in (keygen, attest, verify_attestation):
+        command.register(commands)
     return parser
 
 
@@ -180,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(options)
     if options.command == "init-profile":
         return init_profile(options.path, force=options.force)
+    if hasattr(options, "handler"):  # a command of conformance.run.commands
+        return int(options.handler(options))
     parser.print_help()
     return EXIT_USAGE
 
