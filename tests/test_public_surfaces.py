@@ -21,6 +21,9 @@ SURFACES = {
     "conformance.observe.receiver": (
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
+    "conformance.load": (
+        "HEADERS MAX_RECORDS WINDOW_S LoadJudgement Record judge_load max_served_in_window"
+    ),
     "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (
         "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME RunInfo new_report_dir redact_tree "

@@ -42,7 +42,7 @@ from conformance.reports import (
     JUNIT_NAME,
     new_report_dir,
 )
-from conformance.run.commands import attest, keygen, verify_attestation
+from conformance.run.commands import attest, keygen, load, verify_attestation
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY, is_warning
 from conformance.run.plugin.state import Preloaded
@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(
         dest="command",
-        metavar="{run,init-profile,serve-reference,faults,keygen,attest,verify-attestation}",
+        metavar="{run,init-profile,serve-reference,faults,keygen,attest,verify-attestation,load}",
     )
     run = commands.add_parser(
         "run",
@@ -164,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
-    for command in (keygen, attest, verify_attestation):
+    for command in (keygen, attest, verify_attestation, load):
         command.register(commands)
     return parser
 
