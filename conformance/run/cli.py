@@ -225,7 +225,7 @@ def init_profile(path: Path, *, force: bool = False) -> int:
 
 def run(options: argparse.Namespace) -> int:
     """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if options.workers < 0:
         err.print("genapi-conformance: --workers must be 0 or more")
         return EXIT_USAGE
@@ -356,12 +356,17 @@ class _Verdicts:
 
 def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
-    progress = RunProgress(
-        sys.stderr, live=sys.stderr.isatty(), quiet=options.quiet, verbose=options.verbose
-    )
     kept = _Verdicts(target.profile.redactor())
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch:
+    # The progress writes to its own copy of stderr: pytest captures file descriptor 2
+    # while a check runs, and progress lines come from a timer while checks run.
+    with (
+        os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8") as stderr,
+        tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch,
+    ):
+        progress = RunProgress(
+            stderr, live=stderr.isatty(), quiet=options.quiet, verbose=options.verbose
+        )
         # pytest's terminal output goes to a file (the progress is on stderr); it is
         # redacted before it joins the reports.
         log = Path(scratch) / PYTEST_LOG

@@ -26,6 +26,9 @@ from conformance.verdicts import SEVERITY, RunVerdicts, Verdict
 
 __all__ = ["RunEnd", "check_counts", "summarise"]
 
+#: The longest reason a summary line shows (report.html has all of it).
+MAX_REASON_CHARS = 300
+
 _STYLES = {
     "fail": "bold red",
     "error": "bold magenta",
@@ -99,7 +102,7 @@ def summarise(
         for verdict in sorted(shown, key=SEVERITY.index):
             for rv in verdicts.with_verdict(verdict):
                 line = Text(f"{verdict.value.upper():5} ", style=_STYLES[verdict.value])
-                line.append(f"{rv.requirement.id}  {rv.reason}")
+                line.append(f"{rv.requirement.id}  {_one_line(rv.reason)}")
                 say(line)
         failing = tuple(
             rv.requirement.id
@@ -113,6 +116,14 @@ def summarise(
         say(
             f"also in {end.report_dir}: {JSON_NAME}, {JUNIT_NAME}, {ALLURE_DIR}/, pytest-output.txt"
         )
+
+
+def _one_line(reason: str) -> str:
+    """A reason fit for one log line: its first line, at most :data:`MAX_REASON_CHARS`."""
+    first = reason.strip().splitlines()[0] if reason.strip() else ""
+    if len(first) <= MAX_REASON_CHARS:
+        return first
+    return first[: MAX_REASON_CHARS - 1] + "…"
 
 
 def _verdict_line(target: str, verdicts: RunVerdicts, *, strict: bool) -> Text:

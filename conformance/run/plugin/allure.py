@@ -1,13 +1,12 @@
 """Allure results that agree with the verdicts and carry the evidence.
 
-While a check runs (:func:`allure_labels`): feature = area, story = requirement id, the
-check's node id as a label (how :func:`settle_allure` finds it again), and a description
-that embeds each requirement's statement, the spec's own words and the text of its spec
-section: a link to ``spec/generation-api.md`` would be relative, and relative links break
-in the Allure UI.
+While a check runs (:func:`allure_labels`): feature = area, story = requirement id, and
+the check's node id as a label (how :func:`settle_allure` finds it again).
 
-Once the run is over (:func:`settle_allure`, controller only), each result is settled
-against the check's verdict: a warned check is ``passed`` with the warning as its message
+Once the run is over (:func:`settle_allure`, controller only), each result gets a
+description that embeds each requirement's statement, the spec's own words and the text of
+its spec section (a link to ``spec/generation-api.md`` would be relative, and relative
+links break in the Allure UI), and is settled against the check's verdict: a warned check is ``passed`` with the warning as its message
 and a ``warning`` tag (visible, never red), a failed one ``failed``, a harness error
 ``broken``, a skip ``skipped``; the recorded exchanges and their curl lines are attached;
 and the fixture containers allure-pytest writes (several per check, thousands per run,
@@ -62,7 +61,6 @@ def allure_labels(catalog: Catalog, ids: Sequence[str], nodeid: str) -> None:
         requirement = catalog[requirement_id]
         dynamic.feature(requirement.area)
         dynamic.story(requirement.id)
-    dynamic.description("\n\n".join(_described(catalog[i]) for i in ids))
 
 
 def _described(requirement: Requirement) -> str:
@@ -127,6 +125,11 @@ def _settle(
 ) -> None:
     verdict = check_overall(check, catalog)
     result["status"] = _STATUS[verdict]
+    # Set here: allure-pytest replaces the description with the docstring after setup.
+    described = [_described(catalog[i]) for i in check.requirement_ids]
+    if result.get("description"):
+        described.append(f"The check: {result['description']}")
+    result["description"] = "\n\n".join(described)
     if verdict is Verdict.WARN:
         details = result.setdefault("statusDetails", {})
         details["message"] = (
