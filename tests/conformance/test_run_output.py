@@ -120,7 +120,9 @@ def test_a_warnings_only_run_is_green_in_junit_and_allure_and_the_warnings_stay_
         "test_skips": "skipped",
     }
     tags = {
-        l["value"] for l in allure["test_breaks_an_interpretation"]["labels"] if l["name"] == "tag"
+        label["value"]
+        for label in allure["test_breaks_an_interpretation"]["labels"]
+        if label["name"] == "tag"
     }
     assert "warning" in tags
     assert (
