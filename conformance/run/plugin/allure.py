@@ -7,10 +7,11 @@ Once the run is over (:func:`settle_allure`, controller only), each result gets 
 description that embeds each requirement's statement, the spec's own words and the text of
 its spec section (a link to ``spec/generation-api.md`` would be relative, and relative
 links break in the Allure UI), and is settled against the check's verdict: a warned check
-is ``passed`` with the warning as its message and a ``warning`` tag (visible, never red), a failed one ``failed``, a harness error
-``broken``, a skip ``skipped``; the recorded exchanges and their curl lines are attached;
-and the fixture containers allure-pytest writes (several per check, thousands per run,
-nothing a reader of a conformance verdict needs) are removed.
+is ``passed`` with the warning as its message and a ``warning`` tag (visible, never red), a
+failed one ``failed``, a harness error ``broken``, a skip ``skipped``; the recorded
+exchanges, their curl lines and a rerun line are attached; and the fixture containers
+allure-pytest writes (several per check, thousands per run, nothing a reader of a
+conformance verdict needs) are removed.
 """
 
 from __future__ import annotations
