@@ -25,9 +25,9 @@ from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
 
 __all__ = ["allowed_window", "rate_chart", "timeline_svg"]
 
-_WIDTH = 760
-_LEFT = 92  # room for the row labels
-_RIGHT = 210  # room for what the target replied
+_WIDTH = 880
+_LEFT = 134  # room for the row labels
+_RIGHT = 300  # room for what the target replied
 _ROW = 26
 _TOP = 8
 _AXIS = 30
@@ -62,7 +62,7 @@ def _ticks(span: float) -> list[float]:
 
 def _replied(arrival: Arrival) -> str:
     if arrival.held >= ATTEMPT_TIMEOUT_SECONDS:
-        return f"held {arrival.held:g} s (past the timeout), then {arrival.status}"
+        return f"held {arrival.held:g} s (over the 10 s timeout) then {arrival.status}"
     if arrival.held > 0:
         return f"held {arrival.held:g} s, then {arrival.status}"
     return f"replied {arrival.status} at once"
@@ -129,7 +129,7 @@ def timeline_svg(chain: ChainTrace) -> str:
                 f"y2='{top + _ROW - 2}' class='timeout'><title>10 s per-attempt timeout"
                 "</title></line>"
             )
-        label = f"attempt {index + 1}" + (f" ({arrival.attempt})" if arrival.attempt else "")
+        label = f"attempt {index + 1}" + (f" (header {arrival.attempt})" if arrival.attempt else "")
         verdict = "on-time" if on_time else "late"
         parts.append(
             f"<text x='4' y='{middle + 4}' class='label'>{_e(label)}</text>"

@@ -280,7 +280,7 @@ def test_timeline_marks_attempts_against_their_windows() -> None:
     assert "class='window'" in svg and "class='forbidden'" in svg
     assert "+0.10 s, replied 500 at once" in svg
     held = timeline_svg(_chain((0.0, 200, 16.0), (10.6, 200, 0.0)))
-    assert "class='timeout'" in held and "held 16 s (past the timeout), then 200" in held
+    assert "class='timeout'" in held and "held 16 s (over the 10 s timeout) then 200" in held
     assert "class='arrival on-time'" in held and "late" not in held
 
 
