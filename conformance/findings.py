@@ -177,16 +177,22 @@ class Arrival:
 @dataclass(frozen=True)
 class ChainTrace:
     """The arrivals of one delivery chain (a generation delivering to one scripted
-    endpoint) and the timing tolerance the run allowed them."""
+    endpoint), with what they are judged against: the per-attempt ``timeout``, the
+    ``backoffs`` before the 2nd, 3rd… attempt (spec §6 Behaviour; one more attempt than
+    backoffs) and the run's timing ``tolerance``, all in seconds."""
 
     name: str
     arrivals: tuple[Arrival, ...]
+    timeout: float
+    backoffs: tuple[float, ...]
     tolerance: float
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "arrivals": [arrival.to_dict() for arrival in self.arrivals],
+            "timeout": self.timeout,
+            "backoffs": list(self.backoffs),
             "tolerance": self.tolerance,
         }
 
@@ -195,6 +201,8 @@ class ChainTrace:
         return cls(
             name=str(data["name"]),
             arrivals=tuple(Arrival.from_dict(a) for a in data["arrivals"]),
+            timeout=float(data["timeout"]),
+            backoffs=tuple(float(b) for b in data["backoffs"]),
             tolerance=float(data["tolerance"]),
         )
 

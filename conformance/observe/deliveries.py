@@ -243,6 +243,8 @@ class Chain:
                     )
                     for d in arrived
                 ),
+                timeout=ATTEMPT_TIMEOUT_SECONDS,
+                backoffs=BACKOFF_SECONDS,
                 tolerance=self.tolerance,
             )
         )

@@ -21,7 +21,6 @@ from html import escape
 
 from conformance.evidence import Exchange
 from conformance.findings import Arrival, ChainTrace
-from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
 
 __all__ = ["allowed_window", "rate_chart", "timeline_svg"]
 
@@ -31,27 +30,26 @@ _RIGHT = 300  # room for what the target replied
 _ROW = 26
 _TOP = 8
 _AXIS = 30
-_ATTEMPTS = len(BACKOFF_SECONDS) + 1
 
 
 def _e(value: object) -> str:
     return escape(str(value), quote=True)
 
 
-def allowed_window(previous: Arrival, index: int, tolerance: float) -> tuple[float, float] | None:
-    """When attempt *index* (0-based, > 0) may arrive, given the attempt before it; None
-    when no further attempt is allowed.
+def allowed_window(chain: ChainTrace, index: int) -> tuple[float, float] | None:
+    """When attempt *index* (0-based, > 0) of *chain* may arrive, given the attempt
+    before it; None when no further attempt is allowed.
 
     The previous attempt ended when the target replied (after ``held`` s) or at the 10 s
     timeout, whichever came first; the backoff follows its end, or its start (the spec
     leaves which open), so the window runs from the earlier reading to the later one.
     """
-    if not 0 < index < _ATTEMPTS:
+    if not 0 < index <= len(chain.backoffs):
         return None
-    backoff = BACKOFF_SECONDS[index - 1]
-    ended = previous.at + min(previous.held, ATTEMPT_TIMEOUT_SECONDS)
+    previous, backoff = chain.arrivals[index - 1], chain.backoffs[index - 1]
+    ended = previous.at + min(previous.held, chain.timeout)
     earliest = max(previous.at + backoff, ended)
-    return earliest - tolerance, ended + backoff + tolerance
+    return earliest - chain.tolerance, ended + backoff + chain.tolerance
 
 
 def _ticks(span: float) -> list[float]:
@@ -60,9 +58,9 @@ def _ticks(span: float) -> list[float]:
     return [round(i * step, 3) for i in range(count)]
 
 
-def _replied(arrival: Arrival) -> str:
-    if arrival.held >= ATTEMPT_TIMEOUT_SECONDS:
-        return f"held {arrival.held:g} s (over the 10 s timeout) then {arrival.status}"
+def _replied(arrival: Arrival, timeout: float) -> str:
+    if arrival.held >= timeout:
+        return f"held {arrival.held:g} s (over the {timeout:g} s timeout) then {arrival.status}"
     if arrival.held > 0:
         return f"held {arrival.held:g} s, then {arrival.status}"
     return f"replied {arrival.status} at once"
@@ -71,11 +69,9 @@ def _replied(arrival: Arrival) -> str:
 def timeline_svg(chain: ChainTrace) -> str:
     """One chain's attempts against the windows the spec allows them, as inline SVG."""
     arrivals = chain.arrivals
-    windows = [
-        allowed_window(arrivals[i - 1], i, chain.tolerance) if i else None
-        for i in range(len(arrivals))
-    ]
-    ends = [a.at + max(a.held, ATTEMPT_TIMEOUT_SECONDS if a.held else 0.0) for a in arrivals]
+    timeout = chain.timeout
+    windows = [allowed_window(chain, i) if i else None for i in range(len(arrivals))]
+    ends = [a.at + max(a.held, timeout if a.held else 0.0) for a in arrivals]
     ends += [w[1] for w in windows if w is not None]
     span = max(max(ends, default=1.0), 1.0) * 1.05
     plot = _WIDTH - _LEFT - _RIGHT
@@ -109,7 +105,8 @@ def timeline_svg(chain: ChainTrace) -> str:
             parts.append(
                 f"<rect x='{x(arrivals[index - 1].at)}' y='{top + 4}' "
                 f"width='{x(span) - x(arrivals[index - 1].at)}' height='{_ROW - 8}' "
-                "class='forbidden'><title>no attempt allowed: 3 attempts at most</title></rect>"
+                "class='forbidden'><title>no attempt allowed: "
+                f"{len(chain.backoffs) + 1} attempts at most</title></rect>"
             )
         elif window is not None:
             low, high = window
@@ -120,14 +117,14 @@ def timeline_svg(chain: ChainTrace) -> str:
                 f"{high:.2f} s</title></rect>"
             )
         if arrival.held:
-            timeout_at = arrival.at + ATTEMPT_TIMEOUT_SECONDS
+            timeout_at = arrival.at + timeout
             parts.append(
                 f"<rect x='{x(arrival.at)}' y='{middle - 3}' "
                 f"width='{x(arrival.at + arrival.held) - x(arrival.at)}' height='6' "
                 f"class='held'><title>the target held its reply {arrival.held:g} s</title>"
                 f"</rect><line x1='{x(timeout_at)}' y1='{top + 2}' x2='{x(timeout_at)}' "
-                f"y2='{top + _ROW - 2}' class='timeout'><title>10 s per-attempt timeout"
-                "</title></line>"
+                f"y2='{top + _ROW - 2}' class='timeout'><title>{timeout:g} s per-attempt "
+                "timeout</title></line>"
             )
         label = f"attempt {index + 1}" + (f" (header {arrival.attempt})" if arrival.attempt else "")
         verdict = "on-time" if on_time else "late"
@@ -136,7 +133,7 @@ def timeline_svg(chain: ChainTrace) -> str:
             f"<circle cx='{x(arrival.at)}' cy='{middle}' r='5' class='arrival {verdict}'>"
             f"<title>arrived at {arrival.at:.2f} s</title></circle>"
             f"<text x='{_LEFT + plot + 8}' y='{middle + 4}' class='label'>"
-            f"+{arrival.at:.2f} s, {_e(_replied(arrival))}</text>"
+            f"+{arrival.at:.2f} s, {_e(_replied(arrival, timeout))}</text>"
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -90,9 +90,12 @@ def test_measurement_round_trips() -> None:
 
 def test_trace_keeps_the_latest_look_at_each_chain(running: findings.CheckFindings) -> None:
     first = findings.Arrival(0.0, "1", 500, 0.0)
-    early = findings.ChainTrace("always-500", (first,), 0.5)
-    later = findings.ChainTrace("always-500", (first, findings.Arrival(1.02, "2", 500, 0.0)), 0.5)
-    other = findings.ChainTrace("silent", (findings.Arrival(0.0, None, 200, 16.0),), 0.5)
+    early = findings.ChainTrace("always-500", (first,), 10.0, (1.0, 2.0), 0.5)
+    second = findings.Arrival(1.02, "2", 500, 0.0)
+    later = findings.ChainTrace("always-500", (first, second), 10.0, (1.0, 2.0), 0.5)
+    other = findings.ChainTrace(
+        "silent", (findings.Arrival(0.0, None, 200, 16.0),), 10.0, (1.0, 2.0), 0.5
+    )
     findings.trace(early)
     findings.trace(other)
     findings.trace(later)
@@ -101,5 +104,5 @@ def test_trace_keeps_the_latest_look_at_each_chain(running: findings.CheckFindin
 
 
 def test_trace_outside_a_check_is_dropped() -> None:
-    findings.trace(findings.ChainTrace("lone", (), 0.5))
+    findings.trace(findings.ChainTrace("lone", (), 10.0, (1.0, 2.0), 0.5))
     assert findings.end() is None

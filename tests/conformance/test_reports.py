@@ -258,18 +258,20 @@ def _chain(*arrivals: tuple[float, int, float]) -> ChainTrace:
         arrivals=tuple(
             Arrival(at, str(i + 1), status, held) for i, (at, status, held) in enumerate(arrivals)
         ),
+        timeout=10.0,
+        backoffs=(1.0, 2.0),
         tolerance=0.5,
     )
 
 
 def test_allowed_window_spans_both_readings_of_the_backoff() -> None:
-    at_once, held = Arrival(0.0, "1", 500, 0.0), Arrival(0.0, "1", 200, 16.0)
-    assert allowed_window(at_once, 1, 0.5) == (0.5, 1.5)
-    assert allowed_window(Arrival(1.0, "2", 500, 0.0), 2, 0.5) == (2.5, 3.5)
+    at_once = _chain((0.0, 500, 0.0), (1.0, 500, 0.0), (3.0, 500, 0.0), (4.0, 500, 0.0))
+    assert allowed_window(at_once, 1) == (0.5, 1.5)
+    assert allowed_window(at_once, 2) == (2.5, 3.5)
+    assert allowed_window(at_once, 3) is None, "there are 3 attempts at most"
     # Held past the 10 s timeout: the 2nd attempt is due 10 s (backoff from the start)
     # to 11 s (from the end) after the first.
-    assert allowed_window(held, 1, 0.5) == (9.5, 11.5)
-    assert allowed_window(at_once, 3, 0.5) is None, "there are 3 attempts at most"
+    assert allowed_window(_chain((0.0, 200, 16.0), (10.4, 200, 0.0)), 1) == (9.5, 11.5)
 
 
 def test_timeline_marks_attempts_against_their_windows() -> None:
