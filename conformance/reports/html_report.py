@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from conformance.evidence import Exchange
 from conformance.reports.html_assets import SCRIPT, STYLE
 from conformance.reports.html_charts import rate_chart, timeline_svg
+from conformance.reports.reproduce import Reproduction
 from conformance.verdicts import (
     SEVERITY,
     CheckResult,
@@ -96,7 +97,7 @@ def _exchange_line(index: int, exchange: Exchange) -> str:
     )
 
 
-def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
+def _exchange(index: int, exchange: Exchange, again: Reproduction, *, shown: bool = False) -> str:
     request = f"{exchange.method} {exchange.url}\n{_headers(exchange.request_headers)}"
     if exchange.request_body:
         request += f"\n\n{_cut(exchange.request_body)}"
@@ -107,7 +108,7 @@ def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
         f"<details{' open' if shown else ''}><summary>{_exchange_line(index, exchange)}</summary>"
         f"<p>request</p><pre>{_pre(request)}</pre>"
         f"<p>response</p><pre>{_pre(response)}</pre>"
-        f"<p>reproduce this request</p><pre>{_pre(exchange.as_curl())}</pre></details>"
+        f"<p>reproduce this request</p><pre>{_pre(again.curl(exchange))}</pre></details>"
     )
 
 
@@ -156,7 +157,7 @@ def _pictures(check: CheckResult, rv: RequirementVerdict) -> str:
     return "".join(parts)
 
 
-def _check(check: CheckResult, rv: RequirementVerdict) -> str:
+def _check(check: CheckResult, rv: RequirementVerdict, again: Reproduction) -> str:
     verdict = _judged(check, rv)
     parts = [
         f"<div class='check'><p>{_badge(verdict)} <code>{_e(check.nodeid)}</code> "
@@ -177,7 +178,7 @@ def _check(check: CheckResult, rv: RequirementVerdict) -> str:
         # The last exchange is usually the one asserted on: shown open.
         last = len(check.exchanges) - 1
         for index, exchange in enumerate(check.exchanges):
-            parts.append(_exchange(index, exchange, shown=index == last))
+            parts.append(_exchange(index, exchange, again, shown=index == last))
         if check.exchanges_omitted:
             parts.append(
                 f"<p class='muted'>{check.exchanges_omitted} more exchanges in the middle "
@@ -199,12 +200,7 @@ def _check(check: CheckResult, rv: RequirementVerdict) -> str:
     return "".join(parts)
 
 
-def _rerun(requirement_id: str) -> str:
-    """The command line that runs this requirement's checks again."""
-    return f"genapi-conformance run --only {requirement_id}"
-
-
-def _requirement(rv: RequirementVerdict) -> str:
+def _requirement(rv: RequirementVerdict, again: Reproduction) -> str:
     requirement = rv.requirement
     is_open = " open" if rv.verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN) else ""
     search = f"{requirement.id} {requirement.statement} {requirement.heading}".lower()
@@ -218,11 +214,10 @@ def _requirement(rv: RequirementVerdict) -> str:
         f"{_e(requirement.level.value)} · duty of the {_e(requirement.party.value)}</p>",
         f"<p><em>{_e(rv.reason)}</em></p>",
     ]
-    parts += [_check(check, rv) for check in _worst_first(rv)]
+    parts += [_check(check, rv, again) for check in _worst_first(rv)]
     if rv.verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN):
-        parts.append(
-            f"<p>run again only this requirement</p><pre>{_pre(_rerun(requirement.id))}</pre>"
-        )
+        rerun = again.rerun((requirement.id,))
+        parts.append(f"<p>run again only this requirement</p><pre>{_pre(rerun)}</pre>")
     parts.append("</details></div>")
     return "".join(parts)
 
@@ -297,6 +292,17 @@ def _banner(info: RunInfo, verdicts: RunVerdicts) -> str:
     )
 
 
+def _legend(again: Reproduction) -> str:
+    """Which environment variable each curl line expects, and what it holds."""
+    rows = "".join(
+        f"<tr><td><code>{_e(v)}</code></td><td>{_e(w)}</td></tr>" for v, w in again.legend()
+    )
+    return (
+        "<h2>Variables in the curl lines</h2><p>export them before pasting a line (bash)</p>"
+        f"<table><tr><th>variable</th><th>holds</th></tr>{rows}</table>"
+    )
+
+
 def _filters(areas: Iterable[str]) -> str:
     boxes = "".join(
         f"<label><input type='checkbox' name='verdict' value='{_e(v.value)}' checked> "
@@ -340,7 +346,7 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         )
         sections.append(
             f"<section class='area'><h2>area {_e(area)}</h2>"
-            + "".join(_requirement(rv) for rv in ordered)
+            + "".join(_requirement(rv, info.reproduction) for rv in ordered)
             + "</section>"
         )
     return (
@@ -358,5 +364,6 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         + "<h2>Requirements</h2>"
         + _filters(sorted(by_area))
         + "".join(sections)
+        + _legend(info.reproduction)
         + f"<script>{SCRIPT}</script></body></html>\n"
     )

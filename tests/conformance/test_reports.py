@@ -248,7 +248,7 @@ def test_html_keeps_passing_exchanges_to_one_line_each() -> None:
         )
     ]
     page = render_html(_info(), judge([_requirement("TIER-FIELD-01")], checks))
-    assert "PASSING-BODY" not in page and "curl" not in page
+    assert "PASSING-BODY" not in page and "curl -sS" not in page
     assert "exchange #1: GET http://127.0.0.1:8765/v1/account/tier → 500" in page
 
 
