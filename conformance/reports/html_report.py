@@ -328,6 +328,8 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         ("api_version expected", info.api_version or ""),
         ("spec", info.spec_version),
         ("suite", info.suite_version),
+        ("suite files sha256", info.suite_sha256 or ""),
+        ("catalog sha256", info.catalog_sha256 or ""),
         ("started", info.started_at.isoformat()),
         ("finished", info.finished_at.isoformat()),
     ]
