@@ -1,10 +1,10 @@
 """Generations: submit (202) and read; ``worker.py`` runs them.
 
 Submit order (spec §4 "Target selection rules"): authenticate, count and scope-check the
-request (``require_key``), check the tier's model categories, validate the body, let the
-webhooks part select and validate the delivery target (404/400 *before* any credit is
-spent), then in one transaction check the concurrency limit and the daily credit cap,
-spend the credits, insert the generation and its binding, and queue it for the worker.
+request (``require_key``), check the tier's model categories, validate the body
+(``submits.py``), let the webhooks part select and validate the delivery target (404/400
+*before* any credit is spent), then in one transaction check the concurrency limit and the
+daily credit cap, spend the credits, insert the generation and its binding, and queue it for the worker.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
-import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,20 +24,16 @@ from starlette.responses import JSONResponse, Response
 from reference.accounts import now_iso
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
-from reference.config import Choices, Config
+from reference.config import Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.ids import new_id
 from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
 from reference.store import Store
+from reference.submits import Operation, faulty_body, validate_body
 from reference.worker import FinishHooks, GenerationWorker
 
-__all__ = [
-    "OPERATIONS",
-    "DeliveryHooks",
-    "GenerationService",
-    "Operation",
-]
+__all__ = ["DeliveryHooks", "GenerationService"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CREDIT_CAP_NOT_ENFORCED = Fault(
@@ -62,31 +56,6 @@ CREDIT_CAP_REFUSAL_CHARGED = Fault(
 )
 CONCURRENCY_NOT_ENFORCED = Fault(
     "concurrency-not-enforced", "RATE-CONC-02", "the per-tier concurrency limit is ignored"
-)
-BLANK_PROMPT_SERVER_ERROR = Fault(
-    "blank-prompt-server-error",
-    "ERR-5XX-01",
-    "a submit whose prompt is the empty string answers 500 instead of 400",
-)
-IMAGE_PROMPT_OPTIONAL = Fault(
-    "image-prompt-optional",
-    "GEN-IMAGE-01",
-    "an image submit without prompt is accepted (with a default prompt)",
-)
-IMAGE_PROMPT_ANY_TYPE = Fault(
-    "image-prompt-any-type",
-    "GEN-IMAGE-02",
-    "an image submit whose prompt is not a string is accepted (its JSON text is the prompt)",
-)
-VIDEO_PROMPT_OPTIONAL = Fault(
-    "video-prompt-optional",
-    "GEN-VIDEO-01",
-    "a video submit without prompt is accepted (with a default prompt)",
-)
-VIDEO_DURATION_ANY_TYPE = Fault(
-    "video-duration-any-type",
-    "GEN-VIDEO-04",
-    "a video submit whose duration is not a number is accepted (the duration ignored)",
 )
 MODEL_CATEGORY_NOT_ENFORCED = Fault(
     "model-category-not-enforced",
@@ -123,37 +92,6 @@ GENERATION_READ_404 = Fault(
     "GEN-READ-01",
     "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
 )
-JSON_BODY_ASCII_ONLY = Fault(
-    "json-body-ascii-only",
-    "GEN-JSON-01",
-    "a submit body with non-ASCII characters is refused with 400 (the JSON read as ASCII)",
-)
-IMAGE_SIZE_REQUIRED = Fault(
-    "image-size-required", "GEN-IMAGE-03", "an image submit without size is refused with 400"
-)
-IMAGE_CALLBACK_URL_REFUSED = Fault(
-    "image-callback-url-refused",
-    "GEN-IMAGE-05",
-    "an image submit with callback_url (the legacy flat body) is refused with 400",
-)
-IMAGE_WEBHOOK_EVENTS_REFUSED = Fault(
-    "image-webhook-events-refused",
-    "GEN-IMAGE-06",
-    "an image submit whose webhook object lists events is refused with 400",
-)
-EDIT_CALLBACK_URL_REFUSED = Fault(
-    "edit-callback-url-refused",
-    "GEN-EDIT-01",
-    "an image edit with callback_url is refused with 400 (only webhook is taken)",
-)
-VIDEO_DURATION_REQUIRED = Fault(
-    "video-duration-required", "GEN-VIDEO-02", "a video submit without duration is refused with 400"
-)
-VIDEO_WEBHOOK_REFUSED = Fault(
-    "video-webhook-refused",
-    "GEN-VIDEO-06",
-    "a video submit with a webhook object is refused with 400 (only callback_url is taken)",
-)
 GENERATION_ID_REUSED = Fault(
     "generation-id-reused",
     "GEN-ID-02",
@@ -173,31 +111,6 @@ EXHAUSTED_GENERATION_HIDDEN = Fault(
 
 #: Under the fault GENERATION_ID_REUSED: how long a repeated body answers the earlier id.
 _REUSE_WINDOW_S = 60.0
-#: Each body fault of the submit endpoints: the operation it acts on, and the reason it
-#: refuses a body with (None lets the body through).
-_BODY_REFUSALS: tuple[tuple[Fault, str, Callable[[Mapping[str, Any]], str | None]], ...] = (
-    (IMAGE_SIZE_REQUIRED, "images.generate",
-     lambda body: None if "size" in body else "`size` is required"),
-    (IMAGE_CALLBACK_URL_REFUSED, "images.generate",
-     lambda body: "callback_url is no longer accepted: use webhook.url"
-     if "callback_url" in body else None),
-    (IMAGE_WEBHOOK_EVENTS_REFUSED, "images.generate",
-     lambda body: "webhook takes `id` or `url` only"
-     if isinstance(body.get("webhook"), dict) and "events" in body["webhook"] else None),
-    (EDIT_CALLBACK_URL_REFUSED, "images.edit",
-     lambda body: "edits take webhook, not callback_url" if "callback_url" in body else None),
-    (VIDEO_DURATION_REQUIRED, "videos.generate",
-     lambda body: None if "duration" in body else "`duration` is required"),
-    (VIDEO_WEBHOOK_REFUSED, "videos.generate",
-     lambda body: "videos take callback_url, not webhook" if "webhook" in body else None),
-)  # fmt: skip
-
-
-#: Longest prompt accepted (spec §8: not shown; an interpretation).
-MAX_PROMPT_CHARS = 32_000
-#: Generation states: queued, then completed, failed or cancelled. ("running" was a state
-#: of earlier stores; start() turns any such row back into queued.)
-_IN_FLIGHT = ("queued", "running")
 
 
 class DeliveryHooks(FinishHooks, Protocol):
@@ -212,127 +125,9 @@ class DeliveryHooks(FinishHooks, Protocol):
     def binding_view(self, generation_id: str) -> dict[str, Any] | None: ...
 
 
-@dataclass(frozen=True)
-class Operation:
-    """One submit endpoint: its path, scope, generation type and accepted optional fields."""
-
-    path: str
-    name: str
-    scope: str
-    type: str
-    default_model: str
-    string_fields: tuple[str, ...] = ()
-    number_fields: tuple[str, ...] = ()
-    #: Spec §6: events apply to image and video generations; the extensions take no target.
-    accepts_target: bool = True
-
-
-OPERATIONS: tuple[Operation, ...] = (
-    Operation("/v1/images/generate", "images.generate", "images:generate", "image", "image-1",
-              string_fields=("size",)),
-    Operation("/v1/images/edit", "images.edit", "images:edit", "image", "image-1",
-              string_fields=("size", "image", "mask")),
-    Operation("/v1/videos/generate", "videos.generate", "videos:generate", "video", "video-1",
-              string_fields=("resolution", "image"), number_fields=("duration",)),
-    Operation("/v1/audio/generate", "audio.generate", "audio:generate", "audio", "audio-1",
-              string_fields=("voice", "format"), number_fields=("duration",),
-              accepts_target=False),
-    Operation("/v1/agents/run", "agents.run", "agent:run", "agent", "agent-1",
-              accepts_target=False),
-)  # fmt: skip
-
-
-def _check_string(body: Mapping[str, Any], field: str) -> str | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ApiError(400, f"`{field}` must be a string, not {_json_type(value)}")
-    if not value.strip():
-        raise ApiError(400, f"`{field}` must not be empty")
-    if len(value) > 2048:
-        raise ApiError(400, f"`{field}` is too long (at most 2048 characters)")
-    return value
-
-
-def _check_number(body: Mapping[str, Any], field: str) -> float | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ApiError(400, f"`{field}` must be a number (seconds), not {_json_type(value)}")
-    if not math.isfinite(value) or value <= 0 or value > 600:
-        raise ApiError(400, f"`{field}` must be a positive number of seconds, at most 600")
-    return value
-
-
-def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-             list: "an array", dict: "an object", type(None): "null"}  # fmt: skip
-    return names.get(type(value), type(value).__name__)
-
-
-#: The choice ``body_values = "strict"``: the label forms the spec shows (§4: "a digit
-#: followed by K", "a number followed by p"), integer durations, shorter prompts.
-_STRICT_LABELS = {"size": re.compile(r"[1-9][0-9]?K"), "resolution": re.compile(r"[0-9]{3,4}p")}
-_STRICT_MAX_DURATION_S = 60
-_STRICT_MAX_PROMPT_CHARS = 4000
-
-
-def validate_body(
-    operation: Operation, body: Mapping[str, Any], choices: Choices | None = None
-) -> tuple[str, str, dict[str, Any]]:
-    """Prompt, model and accepted optional fields of a submit body, or 400.
-
-    Unknown fields are tolerated (the spec leaves other fields "not shown"), unless the
-    choice ``unknown_body_fields`` refuses them; the fields the reference knows are
-    type-checked, and with ``body_values = "strict"`` held to narrower values.
-    """
-    choices = choices or Choices()
-    strict = choices.body_values == "strict"
-    if choices.unknown_body_fields == "refuse":
-        known = {"prompt", *operation.string_fields, *operation.number_fields}
-        if operation.accepts_target:
-            known |= {"callback_url", "webhook"}
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise ApiError(400, f"unknown field(s) {unknown}; this endpoint takes {sorted(known)}")
-    prompt = body.get("prompt")
-    if prompt is None:
-        raise ApiError(400, "`prompt` is required: a non-empty string")
-    if not isinstance(prompt, str):
-        raise ApiError(400, f"`prompt` must be a string, not {_json_type(prompt)}")
-    if not prompt.strip():
-        raise ApiError(400, "`prompt` must not be empty")
-    longest = _STRICT_MAX_PROMPT_CHARS if strict else MAX_PROMPT_CHARS
-    if len(prompt) > longest:
-        raise ApiError(400, f"`prompt` is too long: at most {longest} characters")
-    model = _check_string(body, "model") or operation.default_model
-    params: dict[str, Any] = {}
-    for field in operation.string_fields:
-        text = _check_string(body, field)
-        if text is not None:
-            label = _STRICT_LABELS.get(field)
-            if strict and label is not None and not label.fullmatch(text):
-                raise ApiError(400, f"`{field}` must match {label.pattern}, not {text!r}")
-            params[field] = text
-    for field in operation.number_fields:
-        number = _check_number(body, field)
-        if number is not None:
-            if strict and not (isinstance(number, int) and 1 <= number <= _STRICT_MAX_DURATION_S):
-                raise ApiError(
-                    400, f"`{field}` must be a whole number of seconds, 1 to 60, not {number}"
-                )
-            params[field] = number
-    if not operation.accepts_target:
-        for field in ("webhook", "callback_url"):
-            if body.get(field) is not None:
-                raise ApiError(
-                    400,
-                    f"`{field}` is not accepted here: delivery targets apply to image and "
-                    "video generations (spec §6); poll GET /v1/generations/{id} instead",
-                )
-    return prompt, model, params
+#: Generation states: queued, then completed, failed or cancelled. ("running" was a state
+#: of earlier stores; start() turns any such row back into queued.)
+_IN_FLIGHT = ("queued", "running")
 
 
 @dataclass(eq=False)
@@ -422,38 +217,6 @@ class GenerationService:
                 refused.status = self.config.choices.invalid_body_status
             raise
 
-    def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
-        """The submit body as a service with the body faults reads it (each of these faults
-        skips one stated check of spec §4's body tables)."""
-        if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
-            raise ApiError(500, "internal error")  # bad input reaching a 5xx
-        if (
-            self.faults.on(JSON_BODY_ASCII_ONLY)
-            and not json.dumps(body, ensure_ascii=False).isascii()
-        ):
-            raise ApiError(400, "the request body is not valid ASCII")
-        for fault, name, refusal in _BODY_REFUSALS:
-            reason = refusal(body) if operation.name == name and self.faults.on(fault) else None
-            if reason is not None:
-                raise ApiError(400, reason)
-        prompt = body.get("prompt")
-        if operation.name == "images.generate":
-            if "prompt" not in body and self.faults.on(IMAGE_PROMPT_OPTIONAL):
-                return {**body, "prompt": "untitled"}
-            if prompt is not None and not isinstance(prompt, str):
-                if self.faults.on(IMAGE_PROMPT_ANY_TYPE):
-                    return {**body, "prompt": json.dumps(prompt)}
-        if operation.name == "videos.generate":
-            if "prompt" not in body and self.faults.on(VIDEO_PROMPT_OPTIONAL):
-                body = {**body, "prompt": "untitled"}
-            duration = body.get("duration")
-            if "duration" in body and (
-                isinstance(duration, bool) or not isinstance(duration, int | float)
-            ):
-                if self.faults.on(VIDEO_DURATION_ANY_TYPE):
-                    body = {k: v for k, v in body.items() if k != "duration"}
-        return body
-
     async def submit(self, request: Request, operation: Operation) -> Response:
         key = await self.auth_key(request, operation.scope)
         tier = self.auth.tier_of(key)
@@ -478,7 +241,7 @@ class GenerationService:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
         if self.faults.enabled:
-            body = self._faulty_body(operation, body)
+            body = faulty_body(self.faults, operation, body)
         with self._body_errors():
             prompt, model, params = validate_body(operation, body, self.config.choices)
         try:
