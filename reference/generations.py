@@ -3,8 +3,9 @@
 Submit order (spec §4 "Target selection rules"): authenticate, count and scope-check the
 request (``require_key``), check the tier's model categories, validate the body
 (``submits.py``), let the webhooks part select and validate the delivery target (404/400
-*before* any credit is spent), then in one transaction check the concurrency limit and the
-daily credit cap, spend the credits, insert the generation and its binding, and queue it for the worker.
+*before* any credit is spent), then in one transaction check the concurrency limit and
+the daily credit cap, spend the credits, insert the generation and its binding, and queue
+it for the worker.
 """
 
 from __future__ import annotations
