@@ -4,10 +4,11 @@ No script, no external asset: the style is inline and collapsing uses ``<details
 Everything that came from a run (bodies, headers, messages, node ids) is HTML-escaped
 here and nowhere else, so a response body holding ``<script>`` shows as text.
 
-Order: a summary table of verdict counts, the requirements that failed and the untested
-ones listed by id (never hidden), then area → requirement → checks with the worst first;
-each failing check shows expected vs seen (its assertion message), the redacted
-exchanges, and lines to reproduce it.
+Order: the verdict line (:meth:`~conformance.verdicts.Coverage.line`) with what it counts,
+a summary table of verdict counts, the requirements that failed, the untested ones and
+those no check can observe listed by id (never hidden), then area → requirement →
+checks with the worst first; each failing check shows expected vs seen (its assertion
+message), the redacted exchanges, and lines to reproduce it.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ padding:0 .3rem;font-weight:600;color:#fff}
 .v-fail{background:#c62828;border-color:#c62828}.v-error{background:#6a1b9a;border-color:#6a1b9a}
 .v-warn{background:#ef6c00;border-color:#ef6c00}.v-pass{background:#2e7d32;border-color:#2e7d32}
 .v-skip{background:#757575;border-color:#757575}
-.v-untested{background:#455a64;border-color:#455a64}
-.req.v-fail,.req.v-error,.req.v-warn,.req.v-pass,.req.v-skip,.req.v-untested{background:#fff}
+.v-untested,.v-unobservable{background:#455a64;border-color:#455a64}
+.req.v-fail,.req.v-error,.req.v-warn,.req.v-pass,.req.v-skip,.req.v-untested,
+.req.v-unobservable{background:#fff}
 .muted{color:#666}.ok{color:#2e7d32;font-weight:600}.bad{color:#c62828;font-weight:600}
 """
 
@@ -199,12 +201,9 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
     summary_rows = "".join(
         f"<tr><td>{_badge(verdict)}</td><td>{count}</td></tr>" for verdict, count in counts.items()
     )
-    result = (
-        "<span class='ok'>conformant: no stated requirement failed</span>"
-        if verdicts.ok
-        else "<span class='bad'>not conformant: stated requirements failed or could not be "
-        "checked</span>"
-    )
+    coverage = verdicts.coverage()
+    result = f"<span class='{'ok' if coverage.conformant else 'bad'}'>{_e(coverage.line())}</span>"
+    result += "".join(f"<br><span class='muted'>{_e(line)}</span>" for line in coverage.details())
     meta = [
         ("target", info.profile_name or "(no profile)"),
         ("base URL", info.base_url or ""),
@@ -242,6 +241,10 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         + _id_list("Harness errors", verdicts.with_verdict(Verdict.ERROR))
         + _id_list("Warnings (interpretations not met)", verdicts.with_verdict(Verdict.WARN))
         + _id_list("Untested", verdicts.with_verdict(Verdict.UNTESTED))
+        + _id_list(
+            "Not observable from outside (never passed)",
+            verdicts.with_verdict(Verdict.UNOBSERVABLE),
+        )
         + "".join(sections)
         + "</body></html>\n"
     )

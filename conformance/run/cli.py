@@ -417,6 +417,7 @@ _STYLES = {
     "pass": "green",
     "skip": "dim",
     "untested": "dim",
+    "unobservable": "dim",
 }
 
 
@@ -450,12 +451,11 @@ def _summarise(
             console.print(line, no_wrap=True, overflow="ellipsis")
         if len(listed) > len(shown):
             console.print(f"      … and {len(listed) - len(shown)} more {verdict.value}")
-    verdict_line = (
-        "[bold green]conformant[/]: no MUST requirement failed"
-        if verdicts.ok
-        else "[bold red]not conformant[/]"
-    )
-    console.print(verdict_line)
+    coverage = verdicts.coverage()
+    style = "bold red" if coverage.failed else "bold green" if coverage.conformant else "bold"
+    console.print(Text(coverage.line(), style=style))
+    for detail in coverage.details():
+        console.print(Text(f"  {detail}", style="dim"))
     console.print(
         f"reports: {report_dir} ({HTML_NAME}, {JSON_NAME}, {JUNIT_NAME}, "
         f"{ALLURE_DIR}/, {PYTEST_LOG})"

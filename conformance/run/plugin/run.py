@@ -126,4 +126,7 @@ class RunHooks:
                 terminalreporter.write_line(
                     f"{rv.verdict.value.upper():5} {rv.requirement.id}: {rv.reason}"
                 )
+        coverage = verdicts.coverage()
+        for line in (coverage.line(), *coverage.details()):
+            terminalreporter.write_line(line)
         terminalreporter.write_line(f"reports: {self.state.report_dir}")
