@@ -186,6 +186,9 @@ class RunVerdicts:
 
     requirements: tuple[RequirementVerdict, ...]
     checks: tuple[CheckResult, ...] = field(default=())
+    #: The catalog's requirements that --only or --area left out of this run: not judged,
+    #: and so not checked.
+    outside: tuple[Requirement, ...] = ()
 
     def counts(self) -> dict[Verdict, int]:
         """How many requirements got each verdict (every verdict present, zero or not)."""
@@ -206,7 +209,7 @@ class RunVerdicts:
 
     def coverage(self) -> Coverage:
         """How many of the stated rules this run checked, and the verdict line."""
-        return Coverage.of(self.requirements)
+        return Coverage.of(self.requirements, self.outside)
 
 
 #: A skip for a capability the profile lacks: ``needs <capability>: <what to add>`` (the
@@ -238,7 +241,8 @@ class Coverage:
     Every observable MUST of the service is in exactly one of ``checked`` (judged: pass,
     warn or fail), ``lacking`` (every check skipped for a capability the profile lacks,
     by capability) or ``unchecked`` (untested, not selected, skipped for another reason,
-    or a harness error). ``unobservable`` holds the MUSTs no black-box check can observe.
+    or a harness error) or ``outside`` (left out of the run by --only or --area).
+    ``unobservable`` holds the MUSTs no black-box check can observe.
     """
 
     checked: tuple[RequirementVerdict, ...]
@@ -246,14 +250,17 @@ class Coverage:
     lacking: Mapping[str, tuple[RequirementVerdict, ...]]
     unchecked: tuple[RequirementVerdict, ...]
     unobservable: tuple[RequirementVerdict, ...]
+    outside: tuple[Requirement, ...] = ()
 
     @classmethod
-    def of(cls, verdicts: Iterable[RequirementVerdict]) -> Coverage:
+    def of(
+        cls, verdicts: Iterable[RequirementVerdict], outside: Iterable[Requirement] = ()
+    ) -> Coverage:
         checked, unchecked, unobservable = [], [], []
         lacking: dict[str, list[RequirementVerdict]] = {}
         for rv in verdicts:
             requirement = rv.requirement
-            if requirement.level is not Level.MUST or requirement.party is not Party.SERVICE:
+            if not _service_must(requirement):
                 continue
             capability = _lacked_capability(rv)
             if rv.verdict is Verdict.UNOBSERVABLE:
@@ -270,17 +277,18 @@ class Coverage:
             lacking={name: tuple(rvs) for name, rvs in sorted(lacking.items())},
             unchecked=tuple(unchecked),
             unobservable=tuple(unobservable),
+            outside=tuple(r for r in outside if _service_must(r) and r.observable),
         )
 
     @property
     def conformant(self) -> bool:
         """No MUST failed, and every observable MUST was checked or skipped for a
         capability the profile lacks."""
-        return not self.failed and not self.unchecked
+        return not self.failed and not self.unchecked and not self.outside
 
     def line(self) -> str:
         """The run's verdict in one sentence (plain text: every output words it so)."""
-        checked, unchecked = len(self.checked), len(self.unchecked)
+        checked, unchecked = len(self.checked), len(self.unchecked) + len(self.outside)
         not_checked = f"; {unchecked} not checked" if unchecked else ""
         if self.failed:
             return (
@@ -315,13 +323,24 @@ class Coverage:
         )
         for label, rvs in groups:
             if rvs:
-                lines.append(f"{label} ({len(rvs)}): {_ids(rvs)}")
+                lines.append(f"{label} ({len(rvs)}): {_ids([rv.requirement for rv in rvs])}")
+        if self.outside:
+            lines.append(
+                f"outside this run's selection (--only, --area) ({len(self.outside)}): "
+                f"{_ids(self.outside)}"
+            )
         return lines
 
 
-def _ids(verdicts: Sequence[RequirementVerdict]) -> str:
-    shown = ", ".join(rv.requirement.id for rv in verdicts[:_LISTED_IDS])
-    more = len(verdicts) - _LISTED_IDS
+def _service_must(requirement: Requirement) -> bool:
+    """A stated duty of the implementation under test (not an interpretation, not a
+    duty of the suite's own receiver or client)."""
+    return requirement.level is Level.MUST and requirement.party is Party.SERVICE
+
+
+def _ids(requirements: Sequence[Requirement]) -> str:
+    shown = ", ".join(r.id for r in requirements[:_LISTED_IDS])
+    more = len(requirements) - _LISTED_IDS
     return f"{shown} and {more} more" if more > 0 else shown
 
 
@@ -425,11 +444,14 @@ def judge(
     requirements: Iterable[Requirement],
     checks: Iterable[CheckResult],
     deselected_ids: frozenset[str] = frozenset(),
+    outside: Iterable[Requirement] = (),
 ) -> RunVerdicts:
     """Verdicts for ``requirements`` (catalog order kept) from the checks that ran.
 
     ``deselected_ids`` names requirements whose checks exist but were filtered out of this
-    run; they are still ``untested``, with a reason that says so.
+    run; they are still ``untested``, with a reason that says so. ``outside`` holds the
+    requirements --only or --area left out of the run: they get no verdict, and the
+    coverage counts them as not checked.
     """
     all_checks = tuple(checks)
     by_id: dict[str, list[CheckResult]] = {}
@@ -452,4 +474,4 @@ def judge(
                 deselected=deselected and not evidence,
             )
         )
-    return RunVerdicts(requirements=tuple(verdicts), checks=all_checks)
+    return RunVerdicts(requirements=tuple(verdicts), checks=all_checks, outside=tuple(outside))

@@ -27,6 +27,7 @@ def _coverage(verdicts: RunVerdicts) -> dict[str, Any]:
         "must_not_checked": [
             {"id": rv.requirement.id, "reason": rv.reason} for rv in coverage.unchecked
         ],
+        "must_outside_selection": [r.id for r in coverage.outside],
         "must_skipped_for_capability": {
             capability: [rv.requirement.id for rv in rvs]
             for capability, rvs in coverage.lacking.items()

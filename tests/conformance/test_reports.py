@@ -173,6 +173,7 @@ def test_results_document_gives_the_verdict_line_and_the_unobservable_apart() ->
         "must_checked": 1,
         "must_failed": [],
         "must_not_checked": [],
+        "must_outside_selection": [],
         "must_skipped_for_capability": {},
         "not_observable": [
             {"id": "KEY-HASH-01", "reason": "how a key is stored is not visible over HTTP"}

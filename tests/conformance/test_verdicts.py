@@ -345,3 +345,18 @@ def test_coverage_failure_is_not_conformant_and_counts_what_was_checked() -> Non
         "not conformant: 1 of the 2 MUST requirements checked failed; 1 not checked"
     )
     assert coverage.details()[0] == "not selected in this run (1): TIER-FIELD-01"
+
+
+def test_coverage_of_a_selection_counts_what_it_left_out_as_not_checked() -> None:
+    left_out = [_requirement("TIER-FIELD-01"), _requirement("TIER-FIELD-02", Level.INTERPRETATION)]
+    run = judge(
+        [_requirement("TIER-READ-01")],
+        [_check("a::one", Outcome.PASSED, "TIER-READ-01")],
+        outside=left_out,
+    )
+    coverage = run.coverage()
+    assert not coverage.conformant
+    assert coverage.line() == "no failures among the 1 MUST requirements checked; 1 not checked"
+    assert coverage.details() == [
+        "outside this run's selection (--only, --area) (1): TIER-FIELD-01"
+    ]

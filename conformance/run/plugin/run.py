@@ -70,7 +70,8 @@ class RunHooks:
         deselected_ids = frozenset(
             i for nodeid in state.deselected for i in state.requirements_by_nodeid.get(nodeid, ())
         )
-        verdicts = judge(requirements, state.results.values(), deselected_ids)
+        outside = [r for r in catalog if not in_scope(state, r)]
+        verdicts = judge(requirements, state.results.values(), deselected_ids, outside)
         state.verdicts = verdicts
         state.written = write_reports(state.report_dir, self._run_info(), verdicts)
         if (
