@@ -7,54 +7,40 @@ catches that deviation. Start the service with ``--fault NAME`` (repeatable);
 
 Each fault is a :class:`~reference.fault.Fault` constant in the module whose behaviour it
 changes, next to the code that asks ``faults.on(THAT_FAULT)``. To add one, declare it
-there (name, requirement id, one-line description) and ask for it where it acts; a
-module that declares its first fault joins ``DECLARING_MODULES`` below. A test
+there (name, requirement id, one-line description) and ask for it where it acts: the
+registry finds every declaring module by walking the package. A test
 (``tests/reference/test_faults.py``) checks that every declared fault is registered and
 acted on, that names and ids are unique and that every id is in the catalog.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
 
-from reference import accounts, app, auth, console, generations, ratelimit, worker
+import reference
 from reference.fault import Fault, declared_in
-from reference.webhooks import (
-    attempts,
-    delivery_faults,
-    dispatcher,
-    event_faults,
-    events,
-    lists,
-    redeliver,
-    registered,
-    targets,
-    url_faults,
-)
 
 __all__ = ["DECLARING_MODULES", "FAULTS", "UnknownFault", "known"]
 
-#: Every module that declares faults.
-DECLARING_MODULES: tuple[ModuleType, ...] = (
-    accounts,
-    app,
-    auth,
-    console,
-    generations,
-    ratelimit,
-    worker,
-    attempts,
-    delivery_faults,
-    dispatcher,
-    event_faults,
-    events,
-    lists,
-    redeliver,
-    registered,
-    targets,
-    url_faults,
-)
+
+def _declaring_modules() -> tuple[ModuleType, ...]:
+    """Every module of the package that declares a fault, found by walking it: a module
+    that declares its first fault joins the registry with no entry to add here.
+    (``__main__`` is not walked: importing it would run the service.)"""
+    names = sorted(
+        info.name
+        for info in pkgutil.walk_packages(reference.__path__, "reference.")
+        if info.name != "reference.__main__"
+    )
+    modules = (importlib.import_module(name) for name in names)
+    return tuple(module for module in modules if declared_in(vars(module)))
+
+
+#: Every module that declares faults, in name order.
+DECLARING_MODULES: tuple[ModuleType, ...] = _declaring_modules()
 
 
 def _collect(modules: Iterable[ModuleType]) -> Mapping[str, Fault]:

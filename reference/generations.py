@@ -267,24 +267,16 @@ def validate_body(
     return prompt, model, params
 
 
+@dataclass(eq=False)
 class GenerationService:
     """Submits, reads and runs generations."""
 
-    def __init__(
-        self,
-        store: Store,
-        config: Config,
-        faults: Faults,
-        authenticator: Authenticator,
-        hooks: DeliveryHooks,
-        worker: GenerationWorker,
-    ) -> None:
-        self.store = store
-        self.config = config
-        self.faults = faults
-        self.auth = authenticator
-        self.hooks = hooks
-        self.worker = worker
+    store: Store
+    config: Config
+    faults: Faults
+    auth: Authenticator
+    hooks: DeliveryHooks
+    worker: GenerationWorker
 
     # --- submit -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, Final
 import pytest
 
 from conformance.observe.deliveries import (
+    RECORD_SETTLE_SECONDS,
     Chain,
     Chains,
     arrival_gaps,
@@ -35,8 +36,6 @@ ATTEMPTS: Final = 3
 #: After the 3rd failed attempt, how long a hidden 4th attempt is waited for: twice the
 #: longest stated backoff, plus the tolerance (bounded; the chains run side by side).
 QUIET_AFTER_LAST: Final = 2 * BACKOFF[-1] + 1.0
-#: How long a settled outcome may take to show in the record after the last arrival.
-RECORD_SETTLE_SECONDS: Final = 5.0
 
 #: Spec §6: any 2xx is success. The non-2xx statuses that must not count as success.
 SUCCESS_STATUSES: Final = (200, 201, 202, 204, 299)
@@ -145,18 +144,7 @@ def test_three_failed_attempts_end_exhausted(lab: Chains, profile: Profile) -> N
     """After the third failed attempt the delivery record's outcome is exhausted."""
     chain = lab["always-500"]
     _arrived(chain, ATTEMPTS, "3 attempts")
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: r.get("outcome") == "exhausted",
-        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
-    )
-    seen = None if record is None else record.get("outcome")
-    assert seen == "exhausted", (
-        f"DLV-EXHAUST-02: expected outcome 'exhausted' after 3 failed attempts, saw "
-        f"{seen!r} (record {json.dumps(record)[:300]}) {chain.describe()}"
-    )
+    lab.assert_outcome(chain, "exhausted", "after 3 failed attempts")
 
 
 @pytest.mark.requirement("DLV-ID-01")
@@ -218,18 +206,7 @@ def test_2xx_reply_records_outcome_delivered(lab: Chains, profile: Profile, stat
     """After a 2xx reply the delivery record's outcome is delivered."""
     chain = lab[f"ok-{status}"]
     _arrived(chain, 1, f"a first attempt, replied {status}")
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: r.get("outcome") == "delivered",
-        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
-    )
-    seen = None if record is None else record.get("outcome")
-    assert seen == "delivered", (
-        f"DLV-OK-02: expected outcome 'delivered' after a {status} reply, saw {seen!r} "
-        f"(record {json.dumps(record)[:300]}) {chain.describe()}"
-    )
+    lab.assert_outcome(chain, "delivered", f"after a {status} reply")
 
 
 @pytest.mark.parametrize("status", FAILURE_STATUSES, ids=[f"reply-{s}" for s in FAILURE_STATUSES])

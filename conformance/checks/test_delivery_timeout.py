@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from conformance.observe.deliveries import Chains, arrival_gaps, wait_for_record
+from conformance.observe.deliveries import Chains, arrival_gaps
 from conformance.observe.receiver import Reply
 from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS as TIMEOUT
 from conformance.observe.timing import BACKOFF_SECONDS as BACKOFF
@@ -31,8 +31,6 @@ SILENT_HOLD: Final = 16.0
 SLOW_REPLY: Final = 7.0
 #: An error text that names the timeout: "timeout", "timed out", "no response within 10 s".
 _NAMES_TIMEOUT: Final = re.compile(r"time|within\s*\d+|\b10\s*s\b", re.IGNORECASE)
-#: How long a settled outcome may take to show in the record after the last attempt.
-RECORD_SETTLE_SECONDS: Final = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +77,10 @@ def test_timed_out_attempt_recorded_with_status_0_and_timeout_error(
     ms of at least 10000."""
     chain = lab["silent"]
     chain.wait_for(1, "a first attempt")
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
+    record = lab.record(
+        chain,
         lambda r: isinstance(r.get("attempts"), list) and len(r["attempts"]) >= 1,
-        TIMEOUT + RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
+        extra=TIMEOUT,
     )
     attempts = record.get("attempts") if record else None
     first = attempts[0] if isinstance(attempts, list) and attempts else None
@@ -114,15 +110,4 @@ def test_2xx_after_7_seconds_is_success(lab: Chains, profile: Profile) -> None:
     # timed out early; listen past both.
     quiet = TIMEOUT + BACKOFF[0] + 2 * profile.timing.tolerance_seconds
     chain.assert_arrivals(1, quiet, f"a 200 after {SLOW_REPLY:g} s is within 10 s: no retry")
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: r.get("outcome") == "delivered",
-        RECORD_SETTLE_SECONDS + profile.timing.tolerance_seconds,
-    )
-    seen = None if record is None else record.get("outcome")
-    assert seen == "delivered", (
-        f"DLV-TIMEOUT-02: expected outcome 'delivered' for a 200 after {SLOW_REPLY:g} s, "
-        f"saw {seen!r} {chain.describe()}"
-    )
+    lab.assert_outcome(chain, "delivered", f"for a 200 after {SLOW_REPLY:g} s")

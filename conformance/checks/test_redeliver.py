@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
-from conformance.observe.deliveries import OUTCOMES, Chain, Chains, wait_for_record
+from conformance.observe.deliveries import OUTCOMES, Chain, Chains, settle_exhausted
+from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Delivery, Reply
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
@@ -28,9 +29,7 @@ from conformance.target.setup import SetupFailed
 
 #: Spec §3: three attempts, then exhausted.
 ATTEMPTS: Final = 3
-#: How long a record may take to settle, and a redelivery to arrive (one attempt within
-#: the 10 s timeout, spec §6).
-SETTLE_SECONDS: Final = 5.0
+#: How long a redelivery may take to arrive (one attempt within the 10 s timeout, spec §6).
 ARRIVAL_SECONDS: Final = 10.0 + 2.0
 #: After a failed redelivery, how long an automatic retry of it is waited for: past the
 #: stated backoffs (1 s, 2 s).
@@ -69,19 +68,7 @@ def _exhausted(lab: Chains, name: str) -> tuple[Chain, str, dict[str, Any]]:
         arrived = chain.wait_for(ATTEMPTS, "set-up: the attempts of the delivery to redeliver")
     except AssertionError as missing:  # the attempts are judged by test_delivery_retries
         raise SetupFailed(str(missing)) from None
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: r.get("outcome") == "exhausted",
-        SETTLE_SECONDS + lab.profile.timing.tolerance_seconds,
-    )
-    if record is None or record.get("outcome") != "exhausted":
-        raise SetupFailed(f"set-up: the delivery did not end exhausted: {record!r}")
-    delivery_id = arrived[0].header("Delivery")
-    if not delivery_id:
-        name = arrived[0].wire.header("Delivery")
-        raise SetupFailed(f"set-up: the delivery carried no {name} (DLV-HDR-03)")
+    delivery_id, record = settle_exhausted(lab.client, chain.generation(), chain.url, arrived)
     return chain, delivery_id, record
 
 
@@ -187,15 +174,7 @@ def test_record_delivered_after_successful_redelivery(lab: Chains, ok: Redeliver
     """After a successful redelivery the delivery record's outcome is delivered."""
     if ok.arrival is None:
         pytest.skip("no redelivery reached the target (REDLV-STATE-01 judges that)")
-    record = wait_for_record(
-        lab.client,
-        ok.chain.generation(),
-        ok.chain.url,
-        lambda r: r.get("outcome") == "delivered",
-        SETTLE_SECONDS,
-    )
-    seen = None if record is None else record.get("outcome")
-    assert seen == "delivered", f"REDLV-STATE-04: expected outcome 'delivered', saw {seen!r}"
+    lab.assert_outcome(ok.chain, "delivered", "after a successful redelivery")
 
 
 def _arrival(redelivered: Redelivered, requirement_id: str) -> Delivery:
@@ -252,12 +231,8 @@ def test_redelivery_continues_attempt_numbering(lab: Chains, ok: Redelivered) ->
     """The redelivery is attempt 4 (header) and the record's attempts gain an entry n=4."""
     arrival = _arrival(ok, "REDLV-ATTEMPT-01")
     header = arrival.header("Attempt")
-    record = wait_for_record(
-        lab.client,
-        ok.chain.generation(),
-        ok.chain.url,
-        lambda r: isinstance(r.get("attempts"), list) and len(r["attempts"]) > ATTEMPTS,
-        SETTLE_SECONDS,
+    record = lab.record(
+        ok.chain, lambda r: isinstance(r.get("attempts"), list) and len(r["attempts"]) > ATTEMPTS
     )
     attempts = record.get("attempts") if record else None
     numbers = [a.get("n") for a in attempts if isinstance(a, dict)] if attempts else []
@@ -284,13 +259,7 @@ def test_redeliver_of_failed_delivery_reaches_target(
 ) -> None:
     """Redeliver of a delivery whose outcome is failed makes a new attempt."""
     chain = refused.chain
-    record = wait_for_record(
-        lab.client,
-        chain.generation(),
-        chain.url,
-        lambda r: r.get("outcome") == "failed",
-        SETTLE_SECONDS,
-    )
+    record = lab.record(chain, lambda r: r.get("outcome") == "failed")
     if record is None or record.get("outcome") != "failed":
         pytest.skip(
             "no record with outcome failed was observed (no stated move leads there): "
@@ -312,10 +281,7 @@ def test_redeliver_of_other_accounts_delivery_answered_404(
     api: ApiClient, lab: Chains, profile: Profile
 ) -> None:
     """Redeliver of another account's delivery is answered 404 and sends nothing."""
-    home = profile.key("primary").account
-    foreign = next((k for k in profile.keys.values() if k.account != home and not k.revoked), None)
-    if foreign is None:
-        pytest.skip("needs a key of a second account: add [keys.foreign] to the profile")
+    foreign = foreign_key(profile)
     chain, delivery_id, _ = _exhausted(lab, "foreign")
     response = api.request("POST", _path(delivery_id), role=foreign.role)
     assert_status(response, 404)

@@ -15,6 +15,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
+from conformance.findings import fail
 from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import TargetKind, target_body
@@ -42,21 +43,25 @@ QUIET_SECONDS: Final = 1.0
 CREDIT_TRIALS: Final = 5
 
 
-def _generation_id(response: httpx.Response, requirement_id: str) -> str:
-    """The id of an accepted submit. Any 2xx is accepted here: that it is exactly 202 is
-    the submit endpoints' own rule (GEN-IMAGE-07), not the rule of the check that calls."""
-    assert 200 <= response.status_code < 300, (
-        f"{requirement_id}: expected the submit accepted (202), saw {describe(response)}"
-    )
+def _accepted(api: ApiClient, body: dict[str, Any]) -> str:
+    """Submit *body*; the generation id of its acceptance, which the check's rules require.
+    Any 2xx is accepted here: that it is exactly 202 is the submit endpoints' own rule
+    (GEN-IMAGE-07), not the rule of the check that calls."""
+    response = api.request("POST", SUBMIT, json=body)
+    if not 200 <= response.status_code < 300:
+        fail(f"expected the submit accepted (202), saw {describe(response)}")
     try:
-        body = response.json()
-    except ValueError:
-        body = None
-    assert isinstance(body, dict) and isinstance(body.get("id"), str), (
-        f"{requirement_id}: expected the accepted submit to carry the generation id, saw "
-        f"{describe(response)}"
-    )
-    return str(body["id"])
+        generation_id = response.json().get("id")
+    except (ValueError, AttributeError):
+        generation_id = None
+    if not isinstance(generation_id, str):
+        fail(f"expected the accepted submit to carry the generation id, saw {describe(response)}")
+    return generation_id
+
+
+def _inline_and_callback(inline: Endpoint, callback: Endpoint) -> dict[str, Any]:
+    """A submit body naming two targets, webhook.url and callback_url (spec §4 rule 1)."""
+    return {"prompt": SUBMIT_PROMPT, "webhook": {"url": inline.url}, "callback_url": callback.url}
 
 
 def _assert_no_credits_spent(
@@ -114,7 +119,7 @@ def test_target_webhook_url_alone_delivers_to_it(
 ) -> None:
     """A generation bound with webhook.url delivers its events to that URL."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-02")
+    _accepted(api, body)
     endpoint.wait_for(1, delivery_deadline(profile))
 
 
@@ -124,7 +129,7 @@ def test_target_callback_url_alone_delivers_to_it(
 ) -> None:
     """A generation with only callback_url delivers its events to callback_url."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("callback_url", endpoint.url)}
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-03")
+    _accepted(api, body)
     endpoint.wait_for(1, delivery_deadline(profile))
 
 
@@ -134,12 +139,7 @@ def test_target_webhook_url_and_callback_url_delivers_to_webhook_url(
 ) -> None:
     """With webhook.url and callback_url both given, events go to webhook.url."""
     inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    body = {
-        "prompt": SUBMIT_PROMPT,
-        "webhook": {"url": inline.url},
-        "callback_url": callback.url,
-    }
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-02")
+    _accepted(api, _inline_and_callback(inline, callback))
     try:
         inline.wait_for(1, delivery_deadline(profile))
     except AssertionError as missing:
@@ -155,12 +155,7 @@ def test_target_losing_callback_url_receives_nothing(
 ) -> None:
     """A callback_url that loses to webhook.url receives no delivery."""
     inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    body = {
-        "prompt": SUBMIT_PROMPT,
-        "webhook": {"url": inline.url},
-        "callback_url": callback.url,
-    }
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-04")
+    _accepted(api, _inline_and_callback(inline, callback))
     # Whichever target the IUT chose, a delivery arrives somewhere within the deadline.
     deadline = delivery_deadline(profile)
     try:
@@ -190,7 +185,7 @@ def test_target_listed_event_delivered_to_binding(
     event = f"generation.{outcome}"
     prompt = SUBMIT_PROMPT if outcome == "completed" else profile.sandbox.fail_prompt
     body = {"prompt": prompt, **target_body("webhook.url", endpoint.url, events=(event,))}
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-04")
+    _accepted(api, body)
     try:
         (delivery, *_) = endpoint.wait_for(1, delivery_deadline(profile))
     except AssertionError as missing:
@@ -210,7 +205,7 @@ def test_target_webhook_id_alone_delivers_to_registered_url(
     """A generation bound with webhook.id delivers to the registered webhook's URL."""
     webhook = webhooks(endpoint.url)
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.id", "", webhook_id=webhook.id)}
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-01")
+    _accepted(api, body)
     endpoint.wait_for(1, delivery_deadline(profile))
 
 
@@ -231,7 +226,7 @@ def test_target_webhook_id_url_and_callback_delivers_to_registered(
         "webhook": {"id": webhook.id, "url": inline.url},
         "callback_url": callback.url,
     }
-    _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-ORDER-01")
+    _accepted(api, body)
     try:
         registered.wait_for(1, delivery_deadline(profile))
     except AssertionError as missing:
@@ -376,7 +371,7 @@ def test_target_inline_binding_shown_with_mode_inline(
 ) -> None:
     """An inline (webhook.url) binding is shown with mode "inline" where the IUT shows one."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    generation_id = _generation_id(api.request("POST", SUBMIT, json=body), "TARGET-BIND-05")
+    generation_id = _accepted(api, body)
     endpoint.wait_for(1, delivery_deadline(profile))
     record = api.request("GET", f"/v1/generations/{generation_id}")
     deliveries = api.request("GET", f"/v1/generations/{generation_id}/deliveries")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
-import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,7 +20,12 @@ import pytest
 from conformance.findings import fail
 from conformance.judge.asserts import describe
 from conformance.judge.strategies import host_is_this_machine, iut_on_this_machine
-from conformance.observe.deliveries import find_record
+from conformance.observe.deliveries import (
+    record_of_target,
+    records_of,
+    settle_exhausted,
+    submit_with_target,
+)
 from conformance.observe.dns import DnsServer
 from conformance.observe.events import target_body
 from conformance.observe.receiver import CanaryView, Endpoint, Receiver
@@ -34,8 +38,6 @@ from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 SUBMIT: Final = "/v1/images/generate"
 #: Spec §3: max 3 attempts; a target that always fails ends the delivery exhausted.
 ATTEMPTS: Final = 3
-#: How often a delivery record is read while waiting for it to settle (bounded).
-RECORD_POLL_SECONDS: Final = 0.2
 
 pytestmark = pytest.mark.dns
 
@@ -56,16 +58,6 @@ def _receiver_ip(receiver: Receiver) -> str:
     return str(address)
 
 
-def _deliveries(api: ApiClient, generation_id: str) -> list[dict[str, Any]]:
-    response = api.request("GET", f"/v1/generations/{generation_id}/deliveries")
-    if response.status_code != 200:
-        raise SetupFailed(f"setup: the generation's deliveries answered {describe(response)}")
-    records = response.json().get("deliveries")
-    if not isinstance(records, list):
-        raise SetupFailed(f"setup: no deliveries list in {describe(response)}")
-    return [r for r in records if isinstance(r, dict)]
-
-
 @dataclass(frozen=True)
 class Exhausted:
     """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
@@ -78,13 +70,8 @@ class Exhausted:
     arrivals: int
 
 
-def _record(records: list[dict[str, Any]], url: str) -> dict[str, Any] | None:
-    """The record of the delivery to *url*: the generation has no other target, so its
-    only record when none names *url* (the record fields are judged elsewhere)."""
-    return find_record(records, url) or (records[0] if len(records) == 1 else None)
-
-
-def _exhaust_then_rebind(
+@pytest.fixture
+def rebound(
     api: ApiClient,
     profile: Profile,
     receiver: Receiver,
@@ -102,69 +89,40 @@ def _exhaust_then_rebind(
     name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
     endpoint.respond_with_statuses([500])
     url = f"http://{name}:{receiver.port}{endpoint.path}"
-    response = api.request(
-        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
-    )
-    if response.status_code != 202:
-        raise SetupFailed(f"setup: a submit with callback {url!r} answered {describe(response)}")
-    generation_id = str(response.json()["id"])
+    generation_id = submit_with_target(api, url, kind="callback_url", path=SUBMIT)
     try:
         arrived = endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
         raise SetupFailed(f"setup: {ATTEMPTS} attempts expected: {missing}") from None
-    # The redeliver path takes the delivery id, which each attempt carries (spec §6).
-    delivery_id = arrived[0].header("Delivery")
-    if not delivery_id:
-        name = arrived[0].wire.header("Delivery")
-        raise SetupFailed(f"setup: the delivery carried no {name} (DLV-HDR-03)")
-    deadline = time.monotonic() + profile.timing.tolerance_seconds + 10.0
-    while True:
-        record = _record(_deliveries(api, generation_id), url)
-        if record is not None and record.get("outcome") == "exhausted":
-            break
-        if time.monotonic() > deadline:
-            raise SetupFailed(f"setup: the delivery did not end exhausted: {record!r}")
-        time.sleep(RECORD_POLL_SECONDS)  # polling a record's state, bounded by the deadline
+    delivery_id, record = settle_exhausted(api, generation_id, url, arrived)
     dns_server.rebind(name, [canary.canary.rebind_host])
     return Exhausted(name, url, delivery_id, generation_id, record, ATTEMPTS)
 
 
-def _redeliver(api: ApiClient, state: Exhausted) -> Any:
-    return api.request("POST", f"/v1/webhooks/deliveries/{state.delivery_id}/redeliver")
+def _redeliver(api: ApiClient, rebound: Exhausted) -> Any:
+    return api.request("POST", f"/v1/webhooks/deliveries/{rebound.delivery_id}/redeliver")
 
 
 @pytest.mark.requirement("REDLV-REBIND-01")
 def test_rebind_redeliver_to_private_address_answered_400(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """A redeliver whose target name now resolves to a private address is answered 400."""
-    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
-    response = _redeliver(api, state)
+    response = _redeliver(api, rebound)
     if response.status_code != 400:
         fail(
-            f"redeliver after {state.name} moved to 127.0.0.2: expected 400, "
+            f"redeliver after {rebound.name} moved to 127.0.0.2: expected 400, "
             f"saw {describe(response)}"
         )
 
 
 @pytest.mark.requirement("REDLV-REBIND-02")
 def test_rebind_redeliver_to_private_address_fetches_nothing(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """A redeliver refused for a now-private target connects nowhere: not there, not here."""
-    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
-    response = _redeliver(api, state)
-    hits, arrived = canary.hits, len(endpoint.deliveries) - state.arrivals
+    response = _redeliver(api, rebound)
+    hits, arrived = canary.hits, len(endpoint.deliveries) - rebound.arrivals
     assert not hits and not arrived, (
         f"REDLV-REBIND-02: expected nothing fetched by the redeliver ({describe(response)}); "
         f"the private address saw {len(hits)} connections, the old address {arrived} deliveries"
@@ -173,16 +131,10 @@ def test_rebind_redeliver_to_private_address_fetches_nothing(
 
 @pytest.mark.requirement("REDLV-VALIDATE-01")
 def test_rebind_redeliver_validates_target_before_connecting(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """The recorded target is validated again first: its now-private address gets no connection."""
-    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
-    response = _redeliver(api, state)
+    response = _redeliver(api, rebound)
     hits = canary.hits
     assert not hits, (
         f"REDLV-VALIDATE-01: expected no connection to the private address the target now "
@@ -193,18 +145,12 @@ def test_rebind_redeliver_validates_target_before_connecting(
 
 @pytest.mark.requirement("REDLV-REBIND-03")
 def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
-    state = _exhaust_then_rebind(api, profile, receiver, dns_server, endpoint, canary)
-    response = _redeliver(api, state)
-    after = _record(_deliveries(api, state.generation_id), state.url)
-    before = {k: state.record.get(k) for k in ("outcome", "attempts")}
+    response = _redeliver(api, rebound)
+    after = record_of_target(records_of(api, rebound.generation_id), rebound.url)
+    before = {k: rebound.record.get(k) for k in ("outcome", "attempts")}
     seen = None if after is None else {k: after.get(k) for k in ("outcome", "attempts")}
     assert seen == before, (
         f"REDLV-REBIND-03: expected the delivery unchanged by the refused redeliver "

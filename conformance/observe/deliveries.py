@@ -20,6 +20,7 @@ the IUT refuses the set-up. The checks send the requests they judge themselves.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,12 +41,15 @@ from conformance.target.webhooks import RegisteredWebhook, delete_webhook, regis
 __all__ = [
     "OUTCOMES",
     "RECORD_POLL_SECONDS",
+    "RECORD_SETTLE_SECONDS",
     "SUBMIT_PATH",
     "Chain",
     "Chains",
     "arrival_gaps",
     "find_record",
+    "record_of_target",
     "records_of",
+    "settle_exhausted",
     "submit_with_target",
     "wait_for_record",
 ]
@@ -56,6 +60,10 @@ SUBMIT_PATH: Final = "/v1/images/generate"
 OUTCOMES: Final = ("delivered", "failed", "pending_retry", "exhausted")
 #: How often a record is read again while waiting for it to change (bounded by a deadline).
 RECORD_POLL_SECONDS: Final = 0.2
+#: How long a record may lag behind the attempt the receiver saw (the IUT records the
+#: reply after the attempt ends), before the profile's tolerance: a polling bound, not a
+#: spec value (the spec does not say how soon a record shows an attempt).
+RECORD_SETTLE_SECONDS: Final = 5.0
 
 
 def submit_with_target(
@@ -106,30 +114,62 @@ def find_record(
     return None
 
 
+def record_of_target(records: Sequence[Any], target_url: str) -> dict[str, Any] | None:
+    """The record of the delivery to *target_url*, for a generation with that one target:
+    the record naming it, else the generation's only record (whatever ``target_url`` it
+    shows: the record fields are judged by their own checks, not by finding the record)."""
+    found = find_record(records, target_url)
+    if found is None and len(records) == 1 and isinstance(records[0], dict):
+        return records[0]
+    return found
+
+
 def wait_for_record(
     client: ApiClient,
     generation_id: str,
     target_url: str,
     until: Callable[[dict[str, Any]], bool],
-    timeout: float,
+    timeout: float | None = None,
     *,
     role: str = "primary",
 ) -> dict[str, Any] | None:
-    """Read the record for *target_url* until *until* holds or *timeout* s pass.
+    """Read the record for *target_url* (:func:`record_of_target`) until *until* holds or
+    *timeout* s pass (default :data:`RECORD_SETTLE_SECONDS` and the profile's tolerance).
 
     Returns the last record seen (None if there never was one); the caller judges it.
     Polling a state the IUT owns is bounded by the deadline, never an open sleep.
     """
+    if timeout is None:
+        timeout = RECORD_SETTLE_SECONDS + client.profile.timing.tolerance_seconds
     deadline = time.monotonic() + timeout
     pause = threading.Event()  # never set: wait() is a bounded pause between reads
     record: dict[str, Any] | None = None
     while True:
-        record = find_record(records_of(client, generation_id, role=role), target_url)
+        record = record_of_target(records_of(client, generation_id, role=role), target_url)
         if record is not None and until(record):
             return record
         if time.monotonic() >= deadline:
             return record
         pause.wait(min(RECORD_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+
+def settle_exhausted(
+    client: ApiClient, generation_id: str, target_url: str, arrived: Sequence[Delivery]
+) -> tuple[str, dict[str, Any]]:
+    """Set-up for the redeliver checks: the delivery whose attempts *arrived* all failed,
+    once its record shows ``exhausted``; its delivery id (from the attempts' delivery
+    header, spec §6) and that record. Anything else is a set-up error: the retries and
+    the records are judged by their own checks."""
+    record = wait_for_record(
+        client, generation_id, target_url, lambda r: r.get("outcome") == "exhausted"
+    )
+    if record is None or record.get("outcome") != "exhausted":
+        raise SetupFailed(f"set-up: the delivery did not end exhausted: {record!r}")
+    delivery_id = arrived[0].header("Delivery")
+    if not delivery_id:
+        name = arrived[0].wire.header("Delivery")
+        raise SetupFailed(f"set-up: the delivery carried no {name} (DLV-HDR-03)")
+    return delivery_id, record
 
 
 def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
@@ -285,6 +325,35 @@ class Chains:
 
     def __getitem__(self, name: str) -> Chain:
         return self._chains[name]
+
+    def record(
+        self,
+        chain: Chain,
+        until: Callable[[dict[str, Any]], bool] = lambda record: True,
+        *,
+        extra: float = 0.0,
+    ) -> dict[str, Any] | None:
+        """The chain's delivery record once *until* holds, or the last one read when it
+        does not within :data:`RECORD_SETTLE_SECONDS`, the tolerance and *extra* s."""
+        timeout = RECORD_SETTLE_SECONDS + self.profile.timing.tolerance_seconds + extra
+        return wait_for_record(self.client, chain.generation(), chain.url, until, timeout)
+
+    def assert_outcome(
+        self, chain: Chain, expected: str, what: str, *, rule: str | None = None
+    ) -> dict[str, Any]:
+        """The chain's record, once its outcome is *expected* (*what* led there, for the
+        message); any other outcome by the deadline fails *rule* (by default every id the
+        check cites)."""
+        record = self.record(chain, lambda r: r.get("outcome") == expected)
+        if record is None or record.get("outcome") != expected:
+            seen = None if record is None else record.get("outcome")
+            shown = json.dumps(record)[:300]
+            fail(
+                f"expected outcome {expected!r} {what}, saw {seen!r} (record {shown}) "
+                f"{chain.describe()}",
+                rule=rule,
+            )
+        return record
 
     def close(self) -> None:
         """Stop serving the endpoints (later arrivals count as strays); surface handler

@@ -78,22 +78,15 @@ REDELIVERY_OUTCOME_KEPT = Fault(
 REDELIVERABLE = frozenset({"exhausted", "failed"})
 
 
+@dataclasses.dataclass(eq=False)
 class Redelivery:
     """POST /v1/webhooks/deliveries/{id}/redeliver."""
 
-    def __init__(
-        self,
-        store: Store,
-        faults: Faults,
-        targets: Targets,
-        attempts: Attempts,
-        choices: Choices,
-    ) -> None:
-        self.store = store
-        self.faults = faults
-        self.targets = targets
-        self.attempts = attempts
-        self.choices = choices
+    store: Store
+    faults: Faults
+    targets: Targets
+    attempts: Attempts
+    choices: Choices
 
     async def redeliver(self, account_id: str, delivery_id: str) -> dict[str, Any]:
         """Replay a delivery: re-validate, then one attempt with the original bytes and id."""

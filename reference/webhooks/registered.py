@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from reference.config import Choices
@@ -72,24 +73,16 @@ WEBHOOK_TEST_SENDS_NOTHING = Fault(
 )
 
 
+@dataclass(eq=False)
 class RegisteredWebhooks:
     """The registered webhooks of the console."""
 
-    def __init__(
-        self,
-        store: Store,
-        faults: Faults,
-        base_url: str,
-        targets: Targets,
-        attempts: Attempts,
-        choices: Choices,
-    ) -> None:
-        self.store = store
-        self.faults = faults
-        self.base_url = base_url
-        self.targets = targets
-        self.attempts = attempts
-        self.choices = choices
+    store: Store
+    faults: Faults
+    base_url: str
+    targets: Targets
+    attempts: Attempts
+    choices: Choices
 
     async def create(self, account_id: str, body: Any) -> dict[str, Any]:
         """Register a webhook; the whsec_ secret is in this answer and never again."""
