@@ -262,12 +262,11 @@ class Coverage:
             requirement = rv.requirement
             if not _service_must(requirement):
                 continue
-            capability = _lacked_capability(rv)
             if rv.verdict is Verdict.UNOBSERVABLE:
                 unobservable.append(rv)
             elif rv.verdict in (Verdict.PASS, Verdict.WARN, Verdict.FAIL):
                 checked.append(rv)
-            elif capability is not None:
+            elif (capability := _lacked_capability(rv)) is not None:
                 lacking.setdefault(capability, []).append(rv)
             else:
                 unchecked.append(rv)
@@ -288,19 +287,16 @@ class Coverage:
 
     def line(self) -> str:
         """The run's verdict in one sentence (plain text: every output words it so)."""
-        checked, unchecked = len(self.checked), len(self.unchecked) + len(self.outside)
+        checked = _musts(len(self.checked))
+        unchecked = len(self.unchecked) + len(self.outside)
         not_checked = f"; {unchecked} not checked" if unchecked else ""
         if self.failed:
             return (
-                f"not conformant: {len(self.failed)} of the {checked} MUST requirements "
-                f"checked failed{not_checked}"
+                f"not conformant: {len(self.failed)} of the {checked} checked failed{not_checked}"
             )
         if unchecked:
-            return (
-                f"no failures among the {checked} MUST requirements checked; "
-                f"{unchecked} not checked"
-            )
-        line = f"conformant: no failures among the {checked} MUST requirements checked"
+            return f"no failures among the {checked} checked; {unchecked} not checked"
+        line = f"conformant: no failures among the {checked} checked"
         if not self.lacking:
             return f"{line}, every observable one"
         skipped = ", ".join(f"{name} ({len(rvs)})" for name, rvs in self.lacking.items())
@@ -327,10 +323,13 @@ class Coverage:
                 lines.append(f"{label} ({len(rvs)}): {_ids([rv.requirement for rv in rvs])}")
         if self.outside:  # counted, not listed: a selection leaves out most of the catalog
             lines.append(
-                f"outside this run's selection (--only, --area): {len(self.outside)} "
-                "MUST requirements"
+                f"outside this run's selection (--only, --area): {_musts(len(self.outside))}"
             )
         return lines
+
+
+def _musts(count: int) -> str:
+    return f"{count} MUST requirement{'' if count == 1 else 's'}"
 
 
 def _service_must(requirement: Requirement) -> bool:

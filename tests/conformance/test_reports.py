@@ -167,7 +167,7 @@ def test_results_document_gives_the_verdict_line_and_the_unobservable_apart() ->
     assert by_id["KEY-HASH-01"]["observable"] is False
     assert document["counts"]["unobservable"] == 1
     assert document["coverage"] == {
-        "line": "conformant: no failures among the 1 MUST requirements checked, "
+        "line": "conformant: no failures among the 1 MUST requirement checked, "
         "every observable one",
         "conformant": True,
         "must_checked": 1,
@@ -190,7 +190,7 @@ def test_results_document_gives_the_verdict_line_and_the_unobservable_apart() ->
 
 def test_html_gives_the_verdict_line_and_lists_the_unobservable_under_their_heading() -> None:
     page = render_html(_info(), _unobservable_run())
-    assert "conformant: no failures among the 1 MUST requirements checked" in page
+    assert "conformant: no failures among the 1 MUST requirement checked" in page
     heading = page.index("Not observable from outside (never passed) (1)")
     assert "KEY-HASH-01" in page[heading:]
     assert "Untested (" not in page

@@ -315,7 +315,7 @@ def test_coverage_capability_skips_are_listed_by_capability_and_still_conformant
     )
     assert coverage.conformant
     assert coverage.line() == (
-        "conformant: no failures among the 1 MUST requirements checked; 2 skipped for "
+        "conformant: no failures among the 1 MUST requirement checked; 2 skipped for "
         "capabilities the profile lacks: console (1), dns (1)"
     )
     assert "skipped, the profile lacks dns (1): TIER-READ-02" in coverage.details()
@@ -327,7 +327,7 @@ def test_coverage_untested_other_skips_and_errors_are_not_checked() -> None:
         _check("a::other", Outcome.SKIPPED, "TIER-READ-02", message="the list held 3 of 101"),
     )
     assert not coverage.conformant
-    assert coverage.line() == ("no failures among the 1 MUST requirements checked; 2 not checked")
+    assert coverage.line() == ("no failures among the 1 MUST requirement checked; 2 not checked")
     assert coverage.details() == [
         "not checked (2): TIER-READ-02, TIER-FIELD-01",
         "cannot be observed from outside (1): KEY-HASH-01",
@@ -356,7 +356,7 @@ def test_coverage_of_a_selection_counts_what_it_left_out_as_not_checked() -> Non
     )
     coverage = run.coverage()
     assert not coverage.conformant
-    assert coverage.line() == "no failures among the 1 MUST requirements checked; 1 not checked"
+    assert coverage.line() == "no failures among the 1 MUST requirement checked; 1 not checked"
     assert coverage.details() == [
-        "outside this run's selection (--only, --area): 1 MUST requirements"
+        "outside this run's selection (--only, --area): 1 MUST requirement"
     ]
