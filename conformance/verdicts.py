@@ -285,23 +285,32 @@ class Coverage:
         capability the profile lacks."""
         return not self.failed and not self.unchecked and not self.outside
 
-    def line(self) -> str:
-        """The run's verdict in one sentence (plain text: every output words it so)."""
+    def line(self, target: str | None = None) -> str:
+        """The run's verdict in one sentence (plain text: every output words it so), with
+        *target* (the profile's name) after the verdict word when given: ``conformant:
+        TARGET: no failures among ...``, ``not conformant: TARGET: 1 of ...``, or, when
+        some were not checked, ``TARGET: no failures among the N ...; M not checked``."""
         checked = _musts(len(self.checked))
         unchecked = len(self.unchecked) + len(self.outside)
         not_checked = f"; {unchecked} not checked" if unchecked else ""
         if self.failed:
-            return (
-                f"not conformant: {len(self.failed)} of the {checked} checked failed{not_checked}"
+            verdict = "not conformant"
+            words = f"{len(self.failed)} of the {checked} checked failed{not_checked}"
+        elif unchecked:
+            verdict = ""
+            words = f"no failures among the {checked} checked; {unchecked} not checked"
+        elif not self.lacking:
+            verdict = "conformant"
+            words = f"no failures among the {checked} checked, every observable one"
+        else:
+            verdict = "conformant"
+            skipped = ", ".join(f"{name} ({len(rvs)})" for name, rvs in self.lacking.items())
+            total = sum(len(rvs) for rvs in self.lacking.values())
+            words = (
+                f"no failures among the {checked} checked; {total} skipped for capabilities "
+                f"the profile lacks: {skipped}"
             )
-        if unchecked:
-            return f"no failures among the {checked} checked; {unchecked} not checked"
-        line = f"conformant: no failures among the {checked} checked"
-        if not self.lacking:
-            return f"{line}, every observable one"
-        skipped = ", ".join(f"{name} ({len(rvs)})" for name, rvs in self.lacking.items())
-        total = sum(len(rvs) for rvs in self.lacking.values())
-        return f"{line}; {total} skipped for capabilities the profile lacks: {skipped}"
+        return ": ".join(part for part in (verdict, target, words) if part)
 
     def details(self) -> list[str]:
         """What the line counts, one line per group: the MUSTs not checked (each group of

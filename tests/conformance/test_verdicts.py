@@ -360,3 +360,13 @@ def test_coverage_of_a_selection_counts_what_it_left_out_as_not_checked() -> Non
     assert coverage.details() == [
         "outside this run's selection (--only, --area): 1 MUST requirement"
     ]
+
+
+def test_coverage_line_names_the_target_after_the_verdict_word() -> None:
+    passed = _check("a::one", Outcome.PASSED, "TIER-READ-01", "TIER-READ-02", "TIER-FIELD-01")
+    assert _coverage_run(passed).line("acme").startswith("conformant: acme: no failures among")
+    failed = _check("a::one", Outcome.FAILED, "TIER-READ-01")
+    assert _coverage_run(failed).line("acme").startswith("not conformant: acme: 1 of the 1 ")
+    assert _coverage_run().line("acme") == (
+        "acme: no failures among the 0 MUST requirements checked; 3 not checked"
+    )
