@@ -29,10 +29,11 @@ from reference.config import Config
 from reference.console import console_routes
 from reference.errors import ApiError, error_response, error_shape, render_api_error
 from reference.fault import Fault, Faults
-from reference.generations import OPERATIONS, GenerationService, Operation
+from reference.generations import GenerationService
 from reference.logs import log_event
 from reference.ratelimit import utc_day
 from reference.store import Store
+from reference.submits import OPERATIONS, Operation
 from reference.tiers import Tiers, load_tiers
 from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
 from reference.worker import GenerationWorker
