@@ -74,6 +74,18 @@ TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE = Fault(
     "TIER-FIELD-06",
     "the tier record gives allowed_model_types as one comma-separated string",
 )
+TIER_VALUES_FIXED = Fault(
+    "tier-values-fixed",
+    "TIER-VALUES-01",
+    "the tier record reports fixed limits (60 requests per minute, …), not the account's tier",
+)
+#: Fault TIER_VALUES_FIXED: the numbers the tier record then reports for every account.
+_FIXED_LIMITS = {
+    "requests_per_minute": 60,
+    "requests_per_day": 10_000,
+    "concurrent_limit": 10,
+    "max_credits_per_day": 1_000,
+}
 TIER_PATH_UNVERSIONED = Fault(
     "tier-path-unversioned",
     "VER-PATH-01",
@@ -212,6 +224,8 @@ def core_routes(service: Service) -> list[BaseRoute]:
         faults = service.faults
         if faults.on(TIER_READ_REFUSED):
             raise ApiError(404, "no tier record for this key")
+        if faults.on(TIER_VALUES_FIXED):
+            record.update(_FIXED_LIMITS)
         if faults.on(TIER_ENDPOINT_WRONG_TYPE):
             record["requests_per_minute"] = str(record["requests_per_minute"])
         if faults.on(TIER_REQUESTS_PER_DAY_WRONG_TYPE):

@@ -39,8 +39,8 @@ SURFACES = {
         "EXCHANGES_KEY ApiClient BudgetExceeded Recorder parse_retry_after"
     ),
     "conformance.verdicts": (
-        "MAX_EXCHANGES SEVERITY CheckResult Outcome RequirementVerdict RunVerdicts Verdict "
-        "aggregate check_judgement check_verdict judge trim_exchanges"
+        "MAX_EXCHANGES SEVERITY CheckResult Coverage Outcome RequirementVerdict RunVerdicts "
+        "Verdict aggregate check_judgement check_verdict judge trim_exchanges"
     ),
     "reference.netguard": (
         "MAX_URL_LENGTH PINNED_ADDRESS_EXTENSION CallbackPolicy CallbackRejected "

@@ -109,6 +109,30 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profil
     )
 
 
+@pytest.mark.requirement("TIER-VALUES-01")
+def test_per_minute_limit_enforced_is_the_one_the_tier_reports(
+    rate_run: RateRun, profile: Profile
+) -> None:
+    """The per-minute limit the key meets is the requests_per_minute its tier record
+    reports: the 429 comes at request requests_per_minute + 1, not sooner, not later."""
+    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
+        raise SetupFailed(
+            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
+            "one-minute window: the limit could not be reached"
+        )
+    enforced = "none" if rate_run.refused is None else str(rate_run.served)
+    assert enforced == str(rate_run.limit), (
+        f"TIER-VALUES-01: the tier record reports requests_per_minute = {rate_run.limit}, "
+        f"but the limit enforced was {enforced}: "
+        + (
+            f"{rate_run.served} requests were served, then {describe(rate_run.refused)}"
+            if rate_run.refused is not None
+            else f"all {rate_run.served} requests were served in {rate_run.seconds:.1f} s"
+        )
+        + f" (requests: {rate_request_words(profile)})"
+    )
+
+
 @pytest.mark.requirement("RATE-RPM-05")
 def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) -> None:
     """Reads (GET) count toward the per-minute limit: a run of reads meets its 429 (or,

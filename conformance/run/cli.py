@@ -79,7 +79,8 @@ def _reference(argv: list[str]) -> int:
 
 
 _EXIT_CODES = (
-    "Exit codes of run: 0 conformant (no MUST requirement failed, no harness error), "
+    "Exit codes of run: 0 no MUST requirement failed and no harness error (whether every "
+    "MUST was checked is the verdict line's to say), "
     "1 a MUST requirement failed (or, with --strict, a warning), 2 usage or profile error, "
     "3 harness error."
 )

@@ -71,7 +71,8 @@ class RunHooks:
         deselected_ids = frozenset(
             i for nodeid in state.deselected for i in state.requirements_by_nodeid.get(nodeid, ())
         )
-        verdicts = judge(requirements, state.results.values(), deselected_ids)
+        outside = [r for r in catalog if not in_scope(state, r)]
+        verdicts = judge(requirements, state.results.values(), deselected_ids, outside)
         state.verdicts = verdicts
         state.written = write_reports(state.report_dir, self._run_info(), verdicts)
         if (
@@ -130,6 +131,9 @@ class RunHooks:
                 terminalreporter.write_line(
                     f"{rv.verdict.value.upper():5} {rv.requirement.id}: {rv.reason}"
                 )
+        coverage = verdicts.coverage()
+        for line in (coverage.line(), *coverage.details()):
+            terminalreporter.write_line(line)
         terminalreporter.write_line(f"reports: {self.state.report_dir}")
 
 
