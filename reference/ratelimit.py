@@ -55,6 +55,11 @@ RATELIMIT_REMAINING_NOT_ZERO = Fault(
     "RATE-HDR-04",
     "a rate-limit 429 gives X-RateLimit-Remaining as the whole limit instead of 0",
 )
+RATE_429_BODY_WITHOUT_DETAIL = Fault(
+    "rate-429-body-without-detail",
+    "RATE-BODY-01",
+    "a per-minute rate-limit 429 has the body {\"message\": ...} instead of a `detail` string",
+)
 
 
 WINDOW_S = 60.0
@@ -158,7 +163,7 @@ class RateLimiter:
                     else 0,
                     reset_unix=math.ceil(time.time() + wait),
                 )
-                raise rate_limited(
+                refusal = rate_limited(
                     f"rate limit exceeded: {tier.requests_per_minute} requests per rolling "
                     f"minute for this API key (tier {tier.plan_code}); retry after the "
                     "Retry-After seconds",
@@ -166,6 +171,9 @@ class RateLimiter:
                     window=state,
                     faults=self._faults,
                 )
+                if self._faults.on(RATE_429_BODY_WITHOUT_DETAIL):
+                    refusal.detail_field = "message"
+                raise refusal
             window.append(now)
             remaining = tier.requests_per_minute - len(window)
             reset_in = window[0] + WINDOW_S - now
