@@ -16,8 +16,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
+from reference.clock import CLOCK, day_of, next_midnight
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.store import Store
@@ -58,7 +58,7 @@ RATELIMIT_REMAINING_NOT_ZERO = Fault(
 RATE_429_BODY_WITHOUT_DETAIL = Fault(
     "rate-429-body-without-detail",
     "RATE-BODY-01",
-    "a per-minute rate-limit 429 has the body {\"message\": ...} instead of a `detail` string",
+    'a per-minute rate-limit 429 has the body {"message": ...} instead of a `detail` string',
 )
 
 
@@ -66,16 +66,16 @@ WINDOW_S = 60.0
 
 
 def utc_day(now: float | None = None) -> str:
-    """The calendar day (UTC) of ``now``, e.g. ``2026-08-01`` (limits reset at 00:00 UTC)."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    return moment.date().isoformat()
+    """The calendar day (UTC) of ``now`` (default: the service's clock), e.g.
+    ``2026-08-01``: daily limits reset at 00:00 UTC."""
+    return day_of(CLOCK.now() if now is None else now)
 
 
 def seconds_to_utc_midnight(now: float | None = None) -> float:
-    """Seconds until the next 00:00 UTC, when daily limits and the credit cap reset."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
-    return (midnight - moment).total_seconds()
+    """Seconds until the next 00:00 UTC (of the service's clock by default), when daily
+    limits and the credit cap reset."""
+    moment = CLOCK.now() if now is None else now
+    return next_midnight(moment) - moment
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 __all__ = [
     "ACCOUNT",
     "IMAGES",
+    "MIDNIGHT_MARGIN_SECONDS",
     "ROLE",
     "TIER_PATH",
     "WINDOW_SECONDS",
@@ -41,6 +42,7 @@ __all__ = [
     "first_cap_run",
     "first_rate_run",
     "json_object",
+    "move_target_clock",
     "rate_request",
     "rate_request_words",
     "submit_body",
@@ -57,6 +59,9 @@ IMAGES: Final = "/v1/images/generate"
 REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
+#: How far before and after 00:00 UTC the daily-reset checks look: more than the clocks
+#: of the suite and the target may differ, and more than a request takes.
+MIDNIGHT_MARGIN_SECONDS: Final = 30.0
 
 
 def _is_integer(value: object) -> bool:
@@ -87,6 +92,13 @@ class Account:
         self.tier: dict[str, Any] | None = None
         self.rate_run: RateRun | None = None
         self.cap_run: CapRun | None = None
+        #: Seconds this process has moved the target's calendar clock forward ([clock]):
+        #: the target's clock reads the wall clock plus this.
+        self.clock_moved = 0.0
+
+    def target_now(self) -> float:
+        """The target's calendar time as far as the suite knows it (unix seconds)."""
+        return time.time() + self.clock_moved
 
     def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
         """Wait until *count* more requests fit in the rolling minute (None: until the
@@ -113,6 +125,37 @@ class Account:
 
 #: The low-limit account as this process knows it.
 ACCOUNT: Final = Account()
+
+
+def move_target_clock(api: ApiClient, profile: Profile, moment: float) -> None:
+    """Bring the target's calendar clock to *moment* (unix seconds, not in its past).
+
+    With a declared request (``[clock]`` method, path, body): move it forward by the
+    difference. With ``wait_for_midnight``: wait in real time until then, at most
+    ``max_wait_seconds`` from now (the capability is checked before the check starts).
+    """
+    seconds = moment - ACCOUNT.target_now()
+    if seconds <= 0:
+        return
+    advance = profile.clock.advance
+    if advance is None:
+        if seconds > profile.clock.max_wait_seconds:
+            raise SetupFailed(
+                f"setup: {seconds:.0f} s to wait, beyond [clock] max_wait_seconds = "
+                f"{profile.clock.max_wait_seconds:g}"
+            )
+        time.sleep(seconds)  # the wait for 00:00 UTC itself, bounded just above
+        return
+    response = api.request(
+        advance.method, advance.path, role="none", json=advance.body_for(seconds), patient=False
+    )
+    if response.status_code != advance.status:
+        raise SetupFailed(
+            f"setup: {advance.method} {advance.path} (the profile's [clock]) should move the "
+            f"target's clock {seconds:.0f} s forward with {advance.status}; saw "
+            f"{describe(response)}"
+        )
+    ACCOUNT.clock_moved += seconds
 
 
 def tier(api: ApiClient) -> dict[str, Any]:

@@ -16,8 +16,10 @@ The order is deliberate:
 2. the concurrency limit, credits spent and refunded: each waits for room in the rolling
    window first (``ACCOUNT.make_room``), so a 429 it sees is never the rate limit's, and
    waits for its generations to finish, so the next check starts with none in flight;
-3. last, the daily credit cap (destructive): it spends what is left of the account's
-   credits for the day (a second destructive run on the same UTC day finds them spent).
+3. the daily credit cap (destructive): it spends what is left of the account's
+   credits for the day (a second destructive run on the same UTC day finds them spent);
+4. last, the cap's reset at 00:00 UTC, which moves the target's calendar clock forward
+   (the profile's ``[clock]``) or waits across midnight.
 
 The limits are read from the key's own tier record (spec §8: "read from the tier
 endpoint, not fixed"). Waiting for room in the window is waiting out the rolling minute
@@ -42,6 +44,7 @@ import pytest
 from conformance.checks.low_limit import (
     ACCOUNT,
     IMAGES,
+    MIDNIGHT_MARGIN_SECONDS,
     ROLE,
     TIER_PATH,
     WINDOW_SECONDS,
@@ -52,6 +55,7 @@ from conformance.checks.low_limit import (
     first_cap_run,
     first_rate_run,
     json_object,
+    move_target_clock,
     rate_request,
     rate_request_words,
     submit_body,
@@ -62,6 +66,7 @@ from conformance.judge.asserts import credits_used_today, describe
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
+from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
@@ -178,8 +183,7 @@ def test_rate_429_reset_header_is_unix_time_within_a_minute(
     judged by the catalog's timing bands."""
     seen = examined_429(rate_run).headers.get("x-ratelimit-reset")
     assert seen is not None and seen.strip().isdigit(), (
-        f"RATE-HDR-05: expected X-RateLimit-Reset as an integer unix time in seconds, "
-        f"saw {seen!r}"
+        f"RATE-HDR-05: expected X-RateLimit-Reset as an integer unix time in seconds, saw {seen!r}"
     )
     judge_timing(
         "RATE-HDR-05",
@@ -443,3 +447,46 @@ def test_credit_cap_refused_submit_spends_no_credits(
         f"CREDIT-CAP-06: expected credits used today to stay {before} across a submit "
         f"refused for the cap ({describe(response)}), saw {after}"
     )
+
+
+# -- 4. the daily reset at 00:00 UTC (last: it moves the target's calendar) -------------------
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-03")
+def test_credit_cap_resets_at_utc_midnight(
+    api: ApiClient,
+    cap_run: CapRun,
+    make_endpoint: Callable[..., Endpoint],
+    profile: Profile,
+    recorder: Recorder,
+) -> None:
+    """The daily credit cap resets at 00:00 UTC (spec §8): with the day's credits spent,
+    a submit shortly before 00:00 UTC is still refused, and one shortly after is accepted.
+
+    The target's clock gets there through the profile's ``[clock]``: the declared request
+    moves it forward, or the run waits across midnight. A cap that resets at another hour
+    (a local midnight) is caught on one side of 00:00 UTC or the other: refused after it,
+    or accepted before it.
+    """
+    examined_429(cap_run)
+    endpoint = make_endpoint("credit-cap-reset")
+    midnight = next_utc_midnight(ACCOUNT.target_now())
+    before = midnight - MIDNIGHT_MARGIN_SECONDS
+    if ACCOUNT.target_now() < before:
+        move_target_clock(api, profile, before)
+        ACCOUNT.make_room(recorder, 1, profile)
+        response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
+        assert response.status_code == 429, (
+            f"CREDIT-CAP-03: expected the credit cap to hold until 00:00 UTC: a submit "
+            f"{MIDNIGHT_MARGIN_SECONDS:g} s before it (the day's credits spent) was answered "
+            f"{describe(response)}, not 429"
+        )
+    move_target_clock(api, profile, midnight + MIDNIGHT_MARGIN_SECONDS)
+    ACCOUNT.make_room(recorder, 1, profile)
+    response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
+    assert 200 <= response.status_code < 300, (
+        f"CREDIT-CAP-03: expected the credit cap to reset at 00:00 UTC: a submit "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(response)}"
+    )
+    wait_finished(endpoint, 1, profile)
