@@ -58,6 +58,8 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         ("revoked", "primary", ("images:generate",)),
         ("foreign", "second", SCOPES),
         ("low-limit", "low-limit", SCOPES),
+        # A second key of the low-limit account: the per-minute limit is per key (§8).
+        ("low-limit-second", "low-limit", SCOPES),
         ("restricted-models", "restricted-models", SCOPES),
     ]
     return roles

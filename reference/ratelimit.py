@@ -55,6 +55,17 @@ RATELIMIT_REMAINING_NOT_ZERO = Fault(
     "RATE-HDR-04",
     "a rate-limit 429 gives X-RateLimit-Remaining as the whole limit instead of 0",
 )
+RATE_LIMIT_PER_ACCOUNT = Fault(
+    "rate-limit-per-account",
+    "RATE-RPM-03",
+    "the per-minute window is shared by all keys of an account instead of kept per key",
+)
+RATE_WINDOW_FIXED = Fault(
+    "rate-window-fixed",
+    "RATE-RPM-04",
+    "the per-minute window is fixed, not rolling: its whole count is dropped a minute "
+    "after its first request",
+)
 RATE_429_BODY_WITHOUT_DETAIL = Fault(
     "rate-429-body-without-detail",
     "RATE-BODY-01",
@@ -121,6 +132,8 @@ class RateLimiter:
         self._windows: dict[str, deque[float]] = {}
 
     def _prune(self, window: deque[float], now: float) -> None:
+        if self._faults.on(RATE_WINDOW_FIXED) and window and window[0] <= now - WINDOW_S:
+            window.clear()  # a fixed minute from its first request: all of it at once
         while window and window[0] <= now - WINDOW_S:
             window.popleft()
 
@@ -139,8 +152,8 @@ class RateLimiter:
             reset_unix=math.ceil(time.time() + reset_in),
         )
 
-    def admit(self, key_id: str, tier: Tier) -> WindowState | None:
-        """Count one request of ``key_id``, or raise the 429 of spec §7.
+    def admit(self, key_id: str, tier: Tier, account_id: str) -> WindowState | None:
+        """Count one request of ``key_id`` (of ``account_id``), or raise the 429 of spec §7.
 
         Returns where the key now stands in its minute window (the service also sends it
         as X-RateLimit-* headers on admitted /v1 requests), None when nothing is counted.
@@ -151,8 +164,9 @@ class RateLimiter:
         if self._faults.on(ENFORCED_LIMIT_BELOW_REPORTED):
             enforced = max(1, enforced - 5)
         now = time.monotonic()
+        counted_as = account_id if self._faults.on(RATE_LIMIT_PER_ACCOUNT) else key_id
         with self._lock:
-            window = self._windows.setdefault(key_id, deque())
+            window = self._windows.setdefault(counted_as, deque())
             self._prune(window, now)
             if len(window) >= enforced:
                 wait = window[0] + WINDOW_S - now
@@ -177,7 +191,7 @@ class RateLimiter:
             window.append(now)
             remaining = tier.requests_per_minute - len(window)
             reset_in = window[0] + WINDOW_S - now
-        self._admit_day(key_id, tier, remaining, reset_in, now)
+        self._admit_day(key_id, counted_as, tier, remaining, reset_in, now)
         return WindowState(
             limit=tier.requests_per_minute,
             remaining=max(0, remaining),
@@ -185,7 +199,7 @@ class RateLimiter:
         )
 
     def _admit_day(
-        self, key_id: str, tier: Tier, remaining: int, reset_in: float, now: float
+        self, key_id: str, counted_as: str, tier: Tier, remaining: int, reset_in: float, now: float
     ) -> None:
         # One statement, atomic on its own: count the request unless the day is used up.
         counted = self._store.execute(
@@ -197,7 +211,7 @@ class RateLimiter:
             return
         # Refused for the day: take the request back out of the minute window.
         with self._lock:
-            window = self._windows.get(key_id)
+            window = self._windows.get(counted_as)
             if window and now in window:
                 window.remove(now)
         wait = seconds_to_utc_midnight()

@@ -32,6 +32,7 @@ __all__ = [
     "IMAGES",
     "MIDNIGHT_MARGIN_SECONDS",
     "ROLE",
+    "SECOND_ROLE",
     "TIER_PATH",
     "WINDOW_SECONDS",
     "Account",
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 ROLE: Final = "low-limit"
+#: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
+SECOND_ROLE: Final = "low-limit-second"
 TIER_PATH: Final = "/v1/account/tier"
 IMAGES: Final = "/v1/images/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
@@ -210,14 +213,14 @@ def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
 # -- the per-minute limit --------------------------------------------------------------------
 
 
-def rate_request(api: ApiClient, profile: Profile) -> httpx.Response:
+def rate_request(api: ApiClient, profile: Profile, role: str = ROLE) -> httpx.Response:
     """One request of the kind the profile says exercises the per-minute limit (``[rate]
     request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
     first answer); ``submits``, an image submit refused with 400 for its callback URL."""
     if profile.rate.request == "submits":
         body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
-        return api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-    return api.request("GET", TIER_PATH, role=ROLE, patient=False)
+        return api.request("POST", IMAGES, role=role, json=body, patient=False)
+    return api.request("GET", TIER_PATH, role=role, patient=False)
 
 
 def rate_request_words(profile: Profile) -> str:

@@ -46,6 +46,7 @@ from conformance.checks.low_limit import (
     IMAGES,
     MIDNIGHT_MARGIN_SECONDS,
     ROLE,
+    SECOND_ROLE,
     TIER_PATH,
     WINDOW_SECONDS,
     CapRun,
@@ -113,6 +114,32 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profil
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
         f"requests were served in {rate_run.seconds:.1f} s (requests: "
         f"{rate_request_words(profile)})"
+    )
+
+
+@pytest.mark.requirement("RATE-RPM-03")
+def test_rate_limit_is_per_key(api: ApiClient, rate_run: RateRun, profile: Profile) -> None:
+    """The per-minute limit is per API key (spec §8): while the low-limit key is limited,
+    another key of the same account is served. An implementation that counts the
+    account's requests together refuses the second key too."""
+    second = profile.key(SECOND_ROLE)  # a skip when the profile has no such key
+    if second.account != profile.key(ROLE).account:
+        raise SetupFailed(
+            f"setup: [keys.{SECOND_ROLE}] must be a second key of the {ROLE} key's account "
+            f"(account {profile.key(ROLE).account!r}), not of {second.account!r}"
+        )
+    examined_429(rate_run)
+    other = rate_request(api, profile, SECOND_ROLE)
+    limited = rate_request(api, profile)
+    if limited.status_code != 429:
+        raise SetupFailed(
+            f"setup: the {ROLE} key is no longer limited ({describe(limited)}): its window "
+            "rolled before the second key was tried"
+        )
+    assert other.status_code != 429, (
+        f"RATE-RPM-03: expected another key of the account to be served while the {ROLE} "
+        f"key is limited (the per-minute limit is per API key); it was answered "
+        f"{describe(other)}"
     )
 
 
@@ -252,6 +279,54 @@ def test_rate_retry_after_waiting_retry_after_is_served(
     assert retry.status_code != 429, (
         f"RATE-RETRY-01: expected a retry after the Retry-After of {wait:g} s to be served, "
         f"saw {describe(retry)}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.requirement("RATE-RPM-04")
+def test_rate_window_rolls(api: ApiClient, profile: Profile, recorder: Recorder) -> None:
+    """The per-minute window rolls (spec §8, "rolling window"): requests leave it one by
+    one, a minute after each was sent.
+
+    Half the limit is sent, then half a minute later the rest; a minute after the first
+    half only that half has left a rolling window, so exactly that many requests are
+    served and the next is refused. A fixed window that drops its whole count a minute
+    after it began serves the full limit again (more than the limit within a minute); a
+    window that never rolls serves none.
+    """
+    limit = int(tier(api)["requests_per_minute"])
+    first_half = limit // 2
+    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
+    tolerance = profile.timing.tolerance_seconds
+    ACCOUNT.make_room(recorder, None, profile)
+    started = time.time()
+    early = [rate_request(api, profile) for _ in range(first_half)]
+    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))  # the spread under test
+    later = [rate_request(api, profile) for _ in range(limit - first_half)]
+    if any(r.status_code == 429 for r in [*early, *later]):
+        raise SetupFailed(
+            f"setup: {limit} requests within a minute met a 429 before the limit "
+            f"(RATE-RPM-01 judges this): {[r.status_code for r in [*early, *later]]}"
+        )
+    time.sleep(max(0.0, started + WINDOW_SECONDS + tolerance - time.time()))  # the roll
+    statuses = []
+    for _ in range(first_half + 1):
+        statuses.append(rate_request(api, profile).status_code)
+        if statuses[-1] == 429:
+            break
+    served = sum(1 for s in statuses if s != 429)
+    rolled_at = time.time() - started
+    if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
+        raise SetupFailed(
+            f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
+            "moment the second half leaves the window"
+        )
+    assert served == first_half and statuses[-1] == 429, (
+        f"RATE-RPM-04: expected a rolling minute: {first_half} requests sent at 0 s and "
+        f"{limit - first_half} at 30 s (requests_per_minute = {limit}), then at "
+        f"{WINDOW_SECONDS + tolerance:.0f} s exactly {first_half} served (those of 0 s left "
+        f"the window) and the next answered 429; saw {served} served (statuses {statuses})"
     )
 
 

@@ -108,32 +108,32 @@ def test_day_limit_gives_429_until_midnight(tmp_path: Path) -> None:
     limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
     tier = _tier(rpm=100, rpd=3)
     for _ in range(3):
-        limiter.admit("key_a", tier)
+        limiter.admit("key_a", tier, "acct_1")
     with pytest.raises(ApiError) as refused:
-        limiter.admit("key_a", tier)
+        limiter.admit("key_a", tier, "acct_1")
     assert refused.value.status == 429
     assert abs(int(refused.value.headers["Retry-After"]) - seconds_to_utc_midnight()) <= 2
-    limiter.admit("key_b", tier)  # per key
+    limiter.admit("key_b", tier, "acct_1")  # per key
     assert limiter.requests_today(["key_a", "key_b"]) == 4
 
 
 def test_day_count_survives_a_new_limiter(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
     tier = _tier(rpm=100, rpd=2)
-    RateLimiter(store, Faults()).admit("key_a", tier)
-    RateLimiter(store, Faults()).admit("key_a", tier)
+    RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
+    RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
     with pytest.raises(ApiError):
-        RateLimiter(store, Faults()).admit("key_a", tier)
+        RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
 
 
 def test_refused_requests_do_not_count(tmp_path: Path) -> None:
     limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
     tier = _tier(rpm=2, rpd=100)
-    limiter.admit("key_a", tier)
-    limiter.admit("key_a", tier)
+    limiter.admit("key_a", tier, "acct_1")
+    limiter.admit("key_a", tier, "acct_1")
     for _ in range(5):
         with pytest.raises(ApiError):
-            limiter.admit("key_a", tier)
+            limiter.admit("key_a", tier, "acct_1")
     assert limiter.requests_today(["key_a"]) == 2
     state = limiter.window_state("key_a", tier)
     assert state.remaining == 0 and state.limit == 2
