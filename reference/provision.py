@@ -42,6 +42,7 @@ ACCOUNTS = {
     "primary": "studio",
     "second": "studio",
     "low-limit": "low-limit",
+    "low-daily": "low-daily",
     "restricted-models": "no-video",
 }
 #: Sessions issued at provisioning live this long (a long suite run fits easily).
@@ -60,6 +61,8 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         ("low-limit", "low-limit", SCOPES),
         # A second key of the low-limit account: the per-minute limit is per key (§8).
         ("low-limit-second", "low-limit", SCOPES),
+        # The daily request limit and its reset at 00:00 UTC (§8).
+        ("low-daily", "low-daily", SCOPES),
         ("restricted-models", "restricted-models", SCOPES),
     ]
     return roles

@@ -66,6 +66,20 @@ RATE_WINDOW_FIXED = Fault(
     "the per-minute window is fixed, not rolling: its whole count is dropped a minute "
     "after its first request",
 )
+DAILY_REQUEST_LIMIT_NOT_ENFORCED = Fault(
+    "daily-request-limit-not-enforced", "RATE-RPD-01", "the per-day request limit is ignored"
+)
+DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT = Fault(
+    "daily-requests-reset-at-local-midnight",
+    "RATE-RPD-02",
+    "requests are counted per calendar day of UTC+05:30, so the day's count resets at "
+    "18:30 UTC instead of 00:00 UTC",
+)
+DAILY_REQUESTS_NEVER_RESET = Fault(
+    "daily-requests-never-reset",
+    "RATE-RPD-02",
+    "the daily request count is never reset: every day counts into the same total",
+)
 RATE_429_BODY_WITHOUT_DETAIL = Fault(
     "rate-429-body-without-detail",
     "RATE-BODY-01",
@@ -74,6 +88,9 @@ RATE_429_BODY_WITHOUT_DETAIL = Fault(
 
 
 WINDOW_S = 60.0
+#: The zone of the fault DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT: a fixed offset, so the
+#: fault is the same whatever the process's TZ.
+_LOCAL_UTC_OFFSET_S = 5.5 * 3600
 
 
 def utc_day(now: float | None = None) -> str:
@@ -198,14 +215,25 @@ class RateLimiter:
             reset_unix=math.ceil(time.time() + reset_in),
         )
 
+    def _request_day(self) -> str:
+        """The day the requests are counted in: the calendar day (UTC) of the service's
+        clock (spec §8, "Requests per day | Per tier, calendar day (UTC)")."""
+        if self._faults.on(DAILY_REQUESTS_NEVER_RESET):
+            return "every-day"
+        local = self._faults.on(DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT)
+        return day_of(CLOCK.now(), _LOCAL_UTC_OFFSET_S if local else 0.0)
+
     def _admit_day(
         self, key_id: str, counted_as: str, tier: Tier, remaining: int, reset_in: float, now: float
     ) -> None:
         # One statement, atomic on its own: count the request unless the day is used up.
+        per_day = tier.requests_per_day
+        if self._faults.on(DAILY_REQUEST_LIMIT_NOT_ENFORCED):
+            per_day = 2**62
         counted = self._store.execute(
             "INSERT INTO request_counts (key_id, day, count) SELECT ?, ?, 1 WHERE ? > 0 "
             "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1 WHERE count < ?",
-            (key_id, utc_day(), tier.requests_per_day, tier.requests_per_day),
+            (key_id, self._request_day(), per_day, per_day),
         )
         if counted:
             return
@@ -235,7 +263,7 @@ class RateLimiter:
         rows = self._store.read(
             f"SELECT COALESCE(SUM(count), 0) AS n FROM request_counts "  # noqa: S608 - placeholders only
             f"WHERE day = ? AND key_id IN ({marks})",
-            [utc_day(), *key_ids],
+            [self._request_day(), *key_ids],
         )
         total: int = rows[0]["n"]
         return total

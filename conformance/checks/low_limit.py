@@ -24,11 +24,13 @@ from conformance.judge.asserts import describe
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
+from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 __all__ = [
     "ACCOUNT",
+    "DAILY_ROLE",
     "IMAGES",
     "MIDNIGHT_MARGIN_SECONDS",
     "ROLE",
@@ -37,10 +39,13 @@ __all__ = [
     "WINDOW_SECONDS",
     "Account",
     "CapRun",
+    "DayRun",
     "RateRun",
     "accepted_id",
+    "across_midnight",
     "examined_429",
     "first_cap_run",
+    "first_day_run",
     "first_rate_run",
     "json_object",
     "move_target_clock",
@@ -54,6 +59,9 @@ __all__ = [
 ROLE: Final = "low-limit"
 #: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
 SECOND_ROLE: Final = "low-limit-second"
+#: A key whose tier has a small requests_per_day under a large requests_per_minute: the
+#: day's limit is reached in a few seconds, and never mistaken for the minute's.
+DAILY_ROLE: Final = "low-daily"
 TIER_PATH: Final = "/v1/account/tier"
 IMAGES: Final = "/v1/images/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
@@ -95,6 +103,7 @@ class Account:
         self.tier: dict[str, Any] | None = None
         self.rate_run: RateRun | None = None
         self.cap_run: CapRun | None = None
+        self.day_run: DayRun | None = None
         #: Seconds this process has moved the target's calendar clock forward ([clock]):
         #: the target's clock reads the wall clock plus this.
         self.clock_moved = 0.0
@@ -159,6 +168,21 @@ def move_target_clock(api: ApiClient, profile: Profile, moment: float) -> None:
             f"{describe(response)}"
         )
     ACCOUNT.clock_moved += seconds
+
+
+def across_midnight(
+    api: ApiClient, profile: Profile, send: Callable[[], httpx.Response]
+) -> tuple[httpx.Response | None, httpx.Response]:
+    """*send* on the target shortly before its next 00:00 UTC, then shortly after (spec
+    §8: the daily limits reset at 00:00 UTC); the first answer is None when the target's
+    clock is already too close to midnight to ask before it."""
+    midnight = next_utc_midnight(ACCOUNT.target_now())
+    before: httpx.Response | None = None
+    if ACCOUNT.target_now() < midnight - MIDNIGHT_MARGIN_SECONDS:
+        move_target_clock(api, profile, midnight - MIDNIGHT_MARGIN_SECONDS)
+        before = send()
+    move_target_clock(api, profile, midnight + MIDNIGHT_MARGIN_SECONDS)
+    return before, send()
 
 
 def tier(api: ApiClient) -> dict[str, Any]:
@@ -363,9 +387,61 @@ def first_cap_run(
     return ACCOUNT.cap_run
 
 
-def examined_429(run: RateRun | CapRun) -> httpx.Response:
+def examined_429(run: RateRun | CapRun | DayRun) -> httpx.Response:
     """A run's 429 for a check that examines it; a set-up error when none came (the one
     check that asks for the 429 judges that, not every check that reads it)."""
     if run.refused is None:
         raise SetupFailed(f"setup: {run.no_429}")
     return run.refused
+
+
+# -- the daily request limit ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayRun:
+    """Requests on the ``low-daily`` key, back to back, up to the first 429."""
+
+    per_day: int  # the tier's requests_per_day
+    statuses: tuple[int, ...]
+    refused: httpx.Response | None  # the first 429
+
+    @property
+    def no_429(self) -> str:
+        """Why there is no daily 429 to build on (RATE-RPD-01 judges that)."""
+        return (
+            f"no 429 within {len(self.statuses)} requests (requests_per_day {self.per_day}): "
+            "no spent day to examine (test_rate_day_limit_answered_429 judges this)"
+        )
+
+
+def first_day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
+    """The requests of the ``low-daily`` key up to the day's 429, sent by the first check
+    that asks: its tier record, then requests_per_day + 1 requests of the profile's rate
+    kind (:func:`rate_request`), stopping at the first 429. The tier's minute limit must
+    exceed that many, so a 429 among them is the day's."""
+    if ACCOUNT.day_run is not None:
+        return ACCOUNT.day_run
+    budget = profile.budgets.max_requests_per_rate_check
+    api: ApiClient = make_api(budget=budget)
+    record = _checked_tier(api.request("GET", TIER_PATH, role=DAILY_ROLE, patient=False))
+    if not _is_integer(record.get("requests_per_day")) or record["requests_per_day"] < 1:
+        raise SetupFailed(f"setup: the {DAILY_ROLE} tier record has no positive requests_per_day")
+    per_day = int(record["requests_per_day"])
+    if per_day + 2 > budget:
+        pytest.skip(f"requests_per_day {per_day} is over the request budget of {budget}")
+    if int(record["requests_per_minute"]) <= per_day + 1:
+        pytest.skip(
+            f"the {DAILY_ROLE} tier's requests_per_minute ({record['requests_per_minute']}) "
+            f"would refuse before its requests_per_day ({per_day}): no daily 429 to tell apart"
+        )
+    statuses: list[int] = []
+    refused: httpx.Response | None = None
+    for _ in range(per_day + 1):
+        response = rate_request(api, profile, DAILY_ROLE)
+        statuses.append(response.status_code)
+        if response.status_code == 429:
+            refused = response
+            break
+    ACCOUNT.day_run = DayRun(per_day, tuple(statuses), refused)
+    return ACCOUNT.day_run

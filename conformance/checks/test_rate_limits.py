@@ -43,6 +43,7 @@ import pytest
 
 from conformance.checks.low_limit import (
     ACCOUNT,
+    DAILY_ROLE,
     IMAGES,
     MIDNIGHT_MARGIN_SECONDS,
     ROLE,
@@ -50,13 +51,15 @@ from conformance.checks.low_limit import (
     TIER_PATH,
     WINDOW_SECONDS,
     CapRun,
+    DayRun,
     RateRun,
     accepted_id,
+    across_midnight,
     examined_429,
     first_cap_run,
+    first_day_run,
     first_rate_run,
     json_object,
-    move_target_clock,
     rate_request,
     rate_request_words,
     submit_body,
@@ -67,7 +70,6 @@ from conformance.judge.asserts import credits_used_today, describe
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
-from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
@@ -546,22 +548,56 @@ def test_credit_cap_resets_at_utc_midnight(
     """
     examined_429(cap_run)
     endpoint = make_endpoint("credit-cap-reset")
-    midnight = next_utc_midnight(ACCOUNT.target_now())
-    before = midnight - MIDNIGHT_MARGIN_SECONDS
-    if ACCOUNT.target_now() < before:
-        move_target_clock(api, profile, before)
+
+    def submit() -> httpx.Response:
         ACCOUNT.make_room(recorder, 1, profile)
-        response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
-        assert response.status_code == 429, (
-            f"CREDIT-CAP-03: expected the credit cap to hold until 00:00 UTC: a submit "
-            f"{MIDNIGHT_MARGIN_SECONDS:g} s before it (the day's credits spent) was answered "
-            f"{describe(response)}, not 429"
-        )
-    move_target_clock(api, profile, midnight + MIDNIGHT_MARGIN_SECONDS)
-    ACCOUNT.make_room(recorder, 1, profile)
-    response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
-    assert 200 <= response.status_code < 300, (
+        return api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
+
+    before, after = across_midnight(api, profile, submit)
+    assert before is None or before.status_code == 429, (
+        f"CREDIT-CAP-03: expected the credit cap to hold until 00:00 UTC: a submit "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s before it (the day's credits spent) was answered "
+        f"{describe(before)}, not 429"
+    )
+    assert 200 <= after.status_code < 300, (
         f"CREDIT-CAP-03: expected the credit cap to reset at 00:00 UTC: a submit "
-        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(response)}"
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(after)}"
     )
     wait_finished(endpoint, 1, profile)
+
+
+@pytest.fixture
+def day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
+    return first_day_run(make_api, profile)
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("RATE-RPD-01")
+def test_rate_day_limit_answered_429(day_run: DayRun) -> None:
+    """The request after requests_per_day requests within a UTC day is answered 429 (spec
+    §8), on a key whose tier allows more per minute than per day."""
+    assert day_run.refused is not None, (
+        f"RATE-RPD-01: expected a 429 within {day_run.per_day + 1} requests of one UTC day "
+        f"(requests_per_day = {day_run.per_day}); all were served: {list(day_run.statuses)}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("RATE-RPD-02")
+def test_rate_day_limit_resets_at_utc_midnight(
+    api: ApiClient, day_run: DayRun, profile: Profile
+) -> None:
+    """The daily request count resets at 00:00 UTC (spec §8, "calendar day (UTC)"): with
+    the day's requests spent, a request shortly before 00:00 UTC is still refused, and one
+    shortly after is served. A count that resets at a local midnight is caught on one side
+    of 00:00 UTC or the other."""
+    examined_429(day_run)
+    before, after = across_midnight(api, profile, lambda: rate_request(api, profile, DAILY_ROLE))
+    assert before is None or before.status_code == 429, (
+        f"RATE-RPD-02: expected the day's request limit to hold until 00:00 UTC: a request "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s before it was answered {describe(before)}, not 429"
+    )
+    assert after.status_code != 429, (
+        f"RATE-RPD-02: expected the day's request count to reset at 00:00 UTC: a request "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(after)}"
+    )
