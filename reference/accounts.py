@@ -72,12 +72,6 @@ CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT = Fault(
     "the daily credits are counted per calendar day of UTC+05:30, so the cap resets at "
     "18:30 UTC instead of 00:00 UTC",
 )
-CREDIT_CAP_NEVER_RESETS = Fault(
-    "credit-cap-never-resets",
-    "CREDIT-CAP-03",
-    "the daily credits are never reset: every day counts into the same total",
-)
-
 #: The zone of the fault CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT: a fixed offset, so the
 #: fault is the same whatever the process's TZ.
 _LOCAL_UTC_OFFSET_S = 5.5 * 3600
@@ -98,8 +92,6 @@ def now_iso() -> str:
 def credit_day(faults: Faults) -> str:
     """The day the account's credits are counted in: the calendar day (UTC) of the
     service's clock, for the cap that "resets 00:00 UTC" (spec §8)."""
-    if faults.on(CREDIT_CAP_NEVER_RESETS):
-        return "every-day"
     offset = _LOCAL_UTC_OFFSET_S if faults.on(CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT) else 0.0
     return day_of(CLOCK.now(), offset)
 

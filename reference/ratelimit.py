@@ -75,11 +75,6 @@ DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT = Fault(
     "requests are counted per calendar day of UTC+05:30, so the day's count resets at "
     "18:30 UTC instead of 00:00 UTC",
 )
-DAILY_REQUESTS_NEVER_RESET = Fault(
-    "daily-requests-never-reset",
-    "RATE-RPD-02",
-    "the daily request count is never reset: every day counts into the same total",
-)
 RATE_429_BODY_WITHOUT_DETAIL = Fault(
     "rate-429-body-without-detail",
     "RATE-BODY-01",
@@ -218,8 +213,6 @@ class RateLimiter:
     def _request_day(self) -> str:
         """The day the requests are counted in: the calendar day (UTC) of the service's
         clock (spec §8, "Requests per day | Per tier, calendar day (UTC)")."""
-        if self._faults.on(DAILY_REQUESTS_NEVER_RESET):
-            return "every-day"
         local = self._faults.on(DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT)
         return day_of(CLOCK.now(), _LOCAL_UTC_OFFSET_S if local else 0.0)
 
