@@ -7,7 +7,8 @@ service (core, webhooks, netguard) reads its settings from this one object.
 
 The test-mode settings (``allow_cidrs``, ``hosts_file``, ``dns_server``) loosen the
 callback URL rules of spec §4 so that the suite's loopback receiver is reachable; they are
-off by default and the service logs a loud WARNING when any is on.
+off by default and the service logs a loud WARNING when any is on. So does the test-mode
+clock (``test_clock``), which lets a harness move the calendar of the daily limits.
 """
 
 from __future__ import annotations
