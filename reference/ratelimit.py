@@ -75,6 +75,11 @@ DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT = Fault(
     "requests are counted per calendar day of UTC+05:30, so the day's count resets at "
     "18:30 UTC instead of 00:00 UTC",
 )
+RATE_LIMIT_REFUSED_WITH_403 = Fault(
+    "rate-limit-refused-with-403",
+    "RATE-429-01",
+    "a request over the per-minute limit is refused with 403 instead of 429",
+)
 RATE_429_BODY_WITHOUT_DETAIL = Fault(
     "rate-429-body-without-detail",
     "RATE-BODY-01",
@@ -199,6 +204,8 @@ class RateLimiter:
                 )
                 if self._faults.on(RATE_429_BODY_WITHOUT_DETAIL):
                     refusal.detail_field = "message"
+                if self._faults.on(RATE_LIMIT_REFUSED_WITH_403):
+                    refusal.status = 403
                 raise refusal
             window.append(now)
             remaining = tier.requests_per_minute - len(window)

@@ -49,6 +49,7 @@ __all__ = [
     "first_rate_run",
     "json_object",
     "move_target_clock",
+    "open_window",
     "rate_request",
     "rate_request_words",
     "submit_body",
@@ -268,6 +269,7 @@ class RateRun:
     refused: httpx.Response | None  # the first 429
     refused_at: float  # time.time() when the 429 arrived
     seconds: float  # from the first request to the last answer
+    last: httpx.Response  # the answer to the last request sent (request limit + 1, or the 429)
     #: With ``[rate] request = "submits"``: a read sent right after the submits' 429
     #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
     read_after: httpx.Response | None = None
@@ -279,6 +281,27 @@ class RateRun:
             f"no 429 after {self.served} requests (limit {self.limit}): no 429 response to "
             "examine (test_rate_request_over_limit_answered_429 judges this)"
         )
+
+
+def open_window(api: ApiClient, profile: Profile, recorder: Recorder) -> tuple[int, httpx.Response]:
+    """Wait until the low-limit key's window holds none of our requests, send the first
+    rate request of a new window, and return the tier's requests_per_minute with it.
+
+    With reads the first answer is the tier record itself (no request spent on it); with
+    submits the tier is read first, and the wait lets that read leave the window (it may
+    or may not count).
+    """
+    record = tier(api) if profile.rate.request == "submits" else None
+    ACCOUNT.make_room(recorder, None, profile)
+    first = rate_request(api, profile)
+    if first.status_code == 429:
+        raise SetupFailed(
+            f"setup: the first request of the low-limit key was answered 429 "
+            f"({describe(first)}): the key must be idle for a minute before the run"
+        )
+    if record is None:
+        ACCOUNT.tier = record = _checked_tier(first)
+    return int(record["requests_per_minute"]), first
 
 
 def first_rate_run(
@@ -297,25 +320,14 @@ def first_rate_run(
         return ACCOUNT.rate_run
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
-    submits = profile.rate.request == "submits"
-    record = tier(api) if submits else None
-    ACCOUNT.make_room(recorder, None, profile)
     start = time.monotonic()
-    first = rate_request(api, profile)
-    if first.status_code == 429:
-        raise SetupFailed(
-            f"setup: the first request of the low-limit key was answered 429 "
-            f"({describe(first)}): the key must be idle for a minute before the run"
-        )
-    if record is None:
-        ACCOUNT.tier = record = _checked_tier(first)
-    limit = int(record["requests_per_minute"])
+    limit, first = open_window(api, profile, recorder)
     if limit + 1 > budget:
         pytest.skip(
             f"the low-limit tier allows {limit} requests per minute, over the budget of "
             f"{budget} ([budgets] max_requests_per_rate_check)"
         )
-    served, refused, refused_at = 1, None, 0.0
+    served, refused, refused_at, response = 1, None, 0.0, first
     for _ in range(limit):
         response = rate_request(api, profile)
         if response.status_code == 429:
@@ -324,9 +336,11 @@ def first_rate_run(
         served += 1
     seconds = time.monotonic() - start
     read_after = None
-    if submits and refused is not None:
+    if profile.rate.request == "submits" and refused is not None:
         read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
-    ACCOUNT.rate_run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
+    ACCOUNT.rate_run = RateRun(
+        limit, served, first, refused, refused_at, seconds, response, read_after
+    )
     return ACCOUNT.rate_run
 
 

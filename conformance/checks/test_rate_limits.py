@@ -60,6 +60,7 @@ from conformance.checks.low_limit import (
     first_day_run,
     first_rate_run,
     json_object,
+    open_window,
     rate_request,
     rate_request_words,
     submit_body,
@@ -116,6 +117,21 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profil
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
         f"requests were served in {rate_run.seconds:.1f} s (requests: "
         f"{rate_request_words(profile)})"
+    )
+
+
+@pytest.mark.requirement("RATE-429-01")
+def test_rate_refusal_is_429(rate_run: RateRun) -> None:
+    """A request over the key's rate limit is refused with 429, not another status (spec
+    §7, "429 | Request rate limit exceeded"). Judged on request requests_per_minute + 1
+    when it was refused at all (RATE-RPM-02 judges a limit never enforced)."""
+    last = rate_run.last
+    if rate_run.refused is None and last.status_code == rate_run.first.status_code:
+        raise SetupFailed(f"setup: {rate_run.no_429}")  # answered like the served requests
+    assert last.status_code == 429, (
+        f"RATE-429-01: expected request {rate_run.limit + 1} within a minute "
+        f"(requests_per_minute = {rate_run.limit}) to be refused with 429; it was answered "
+        f"{describe(last)}"
     )
 
 
@@ -296,14 +312,13 @@ def test_rate_window_rolls(api: ApiClient, profile: Profile, recorder: Recorder)
     after it began serves the full limit again (more than the limit within a minute); a
     window that never rolls serves none.
     """
-    limit = int(tier(api)["requests_per_minute"])
+    limit, first = open_window(api, profile, recorder)
+    started = time.time()  # the first request's moment, within a request's time
     first_half = limit // 2
     if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
         pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
     tolerance = profile.timing.tolerance_seconds
-    ACCOUNT.make_room(recorder, None, profile)
-    started = time.time()
-    early = [rate_request(api, profile) for _ in range(first_half)]
+    early = [first, *(rate_request(api, profile) for _ in range(first_half - 1))]
     time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))  # the spread under test
     later = [rate_request(api, profile) for _ in range(limit - first_half)]
     if any(r.status_code == 429 for r in [*early, *later]):
