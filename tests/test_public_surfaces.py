@@ -17,7 +17,7 @@ SURFACES = {
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
     "conformance.reports": (
-        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME RunInfo new_report_dir redact_tree "
+        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME Reproduction RunInfo new_report_dir redact_tree "
         "render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",

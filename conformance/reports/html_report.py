@@ -17,6 +17,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from conformance.evidence import Exchange
+from conformance.reports.reproduce import Reproduction
 from conformance.verdicts import (
     SEVERITY,
     CheckResult,
@@ -79,7 +80,7 @@ def _headers(headers: Iterable[tuple[str, str]]) -> str:
     return "\n".join(f"{name}: {value}" for name, value in headers)
 
 
-def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
+def _exchange(index: int, exchange: Exchange, again: Reproduction, *, shown: bool = False) -> str:
     status = exchange.status if exchange.status is not None else f"no response ({exchange.error})"
     request = f"{exchange.method} {exchange.url}\n{_headers(exchange.request_headers)}"
     if exchange.request_body:
@@ -93,11 +94,11 @@ def _exchange(index: int, exchange: Exchange, *, shown: bool = False) -> str:
         f"{_e(status)} <span class='muted'>({exchange.elapsed_ms:.0f} ms)</span></summary>"
         f"<p>request</p><pre>{_e(request)}</pre>"
         f"<p>response</p><pre>{_e(response)}</pre>"
-        f"<p>reproduce this request</p><pre>{_e(exchange.as_curl())}</pre></details>"
+        f"<p>reproduce this request</p><pre>{_e(again.curl(exchange))}</pre></details>"
     )
 
 
-def _check(check: CheckResult, rv: RequirementVerdict) -> str:
+def _check(check: CheckResult, rv: RequirementVerdict, again: Reproduction) -> str:
     verdict = _judged(check, rv)
     parts = [
         f"<div class='check'><p>{_badge(verdict)} <code>{_e(check.nodeid)}</code> "
@@ -128,7 +129,7 @@ def _check(check: CheckResult, rv: RequirementVerdict) -> str:
         # The last exchange is usually the one asserted on: shown open.
         last = len(check.exchanges) - 1
         for index, exchange in enumerate(check.exchanges):
-            parts.append(_exchange(index, exchange, shown=index == last))
+            parts.append(_exchange(index, exchange, again, shown=index == last))
         if check.exchanges_omitted:
             parts.append(
                 f"<p class='muted'>{check.exchanges_omitted} more exchanges in the middle "
@@ -141,14 +142,14 @@ def _check(check: CheckResult, rv: RequirementVerdict) -> str:
     elif check.exchanges:
         parts.append(
             f"<details><summary>{len(check.exchanges)} exchanges</summary>"
-            + "".join(_exchange(i, x) for i, x in enumerate(check.exchanges))
+            + "".join(_exchange(i, x, again) for i, x in enumerate(check.exchanges))
             + "</details>"
         )
     parts.append("</div>")
     return "".join(parts)
 
 
-def _requirement(rv: RequirementVerdict) -> str:
+def _requirement(rv: RequirementVerdict, again: Reproduction) -> str:
     requirement = rv.requirement
     is_open = " open" if rv.verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN) else ""
     parts = [
@@ -160,11 +161,10 @@ def _requirement(rv: RequirementVerdict) -> str:
         f"<p>{_e(requirement.statement)}</p>",
         f"<p><em>{_e(rv.reason)}</em></p>",
     ]
-    parts += [_check(check, rv) for check in _worst_first(rv)]
+    parts += [_check(check, rv, again) for check in _worst_first(rv)]
     if rv.verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN):
         parts.append(
-            "<p>run again only this requirement</p>"
-            f"<pre>genapi-conformance run --only {_e(requirement.id)}</pre>"
+            f"<p>run again only this requirement</p><pre>{_e(again.rerun((requirement.id,)))}</pre>"
         )
     parts.append("</details></div>")
     return "".join(parts)
@@ -191,6 +191,17 @@ def _id_list(title: str, verdicts: list[RequirementVerdict]) -> str:
         for rv in verdicts
     )
     return f"<h2>{_e(title)} ({len(verdicts)})</h2><ul>{items}</ul>"
+
+
+def _legend(again: Reproduction) -> str:
+    """Which environment variable each curl line expects, and what it holds."""
+    rows = "".join(
+        f"<tr><td><code>{_e(v)}</code></td><td>{_e(w)}</td></tr>" for v, w in again.legend()
+    )
+    return (
+        "<h2>Variables in the curl lines</h2><p>export them before pasting a line (bash)</p>"
+        f"<table><tr><th>variable</th><th>holds</th></tr>{rows}</table>"
+    )
 
 
 def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
@@ -228,7 +239,10 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         ordered = sorted(
             by_area[area], key=lambda rv: (SEVERITY.index(rv.verdict), rv.requirement.id)
         )
-        sections.append(f"<h2>area {_e(area)}</h2>" + "".join(_requirement(rv) for rv in ordered))
+        sections.append(
+            f"<h2>area {_e(area)}</h2>"
+            + "".join(_requirement(rv, info.reproduction) for rv in ordered)
+        )
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -243,5 +257,6 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         + _id_list("Warnings (interpretations not met)", verdicts.with_verdict(Verdict.WARN))
         + _id_list("Untested", verdicts.with_verdict(Verdict.UNTESTED))
         + "".join(sections)
+        + _legend(info.reproduction)
         + "</body></html>\n"
     )
