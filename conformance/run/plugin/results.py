@@ -185,6 +185,7 @@ def _check_result(
         broken=item.stash.get(_BROKEN_KEY, ()) if outcome is Outcome.FAILED else (),
         warnings=tuple(findings.Finding(f.rule, redactor.text(f.message)) for f in found.warnings),
         measurements=tuple(found.measurements),
+        chains=tuple(found.chains),
     )
 
 

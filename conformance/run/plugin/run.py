@@ -17,6 +17,7 @@ import pytest
 
 import conformance
 import genapi_spec
+from conformance.provenance import catalog_sha256, distribution_sha256
 from conformance.reports import Reproduction, RunInfo, write_reports
 from conformance.run.plugin.citations import WORKER_DESELECTED, WORKER_MAP, in_scope
 from conformance.run.plugin.redaction import longrepr_text
@@ -112,6 +113,8 @@ class RunHooks:
             base_url=profile.base_url if profile is not None else None,
             started_at=self.state.started_at,
             finished_at=datetime.now(UTC),
+            suite_sha256=distribution_sha256(),
+            catalog_sha256=catalog_sha256(),
             reproduction=reproduction(self.config, self.state),
         )
 
