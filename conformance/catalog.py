@@ -97,6 +97,7 @@ class Need(StrEnum):
     DESTRUCTIVE = "destructive"
     SLOW = "slow"
     ADAPTER = "adapter"
+    CLOCK = "clock"
 
 
 class Party(StrEnum):

@@ -24,14 +24,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference.accounts import credit_day
 from reference.auth import Authenticator
+from reference.clock import clock_routes
 from reference.config import Config
 from reference.console import console_routes
 from reference.errors import ApiError, error_response, error_shape, render_api_error
 from reference.fault import Fault, Faults
 from reference.generations import GenerationService
 from reference.logs import log_event
-from reference.ratelimit import utc_day
 from reference.store import Store
 from reference.submits import OPERATIONS, Operation
 from reference.tiers import Tiers, load_tiers
@@ -242,7 +243,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
 
     async def account_usage(request: Request) -> Response:
         key = auth.require_key(request, None)
-        day = utc_day()
+        day = credit_day(service.faults)
         rows = service.store.read(
             "SELECT credits FROM credit_days WHERE account_id = ? AND day = ?",
             (key.account_id, day),
@@ -305,6 +306,7 @@ def create_app(service: Service) -> Starlette:
             *core_routes(service),
             *console_routes(service.config.choices),
             *webhook_routes(service.webhooks),
+            *(clock_routes() if service.config.test_clock else ()),
         ],
         exception_handlers={
             ApiError: render_api_error,

@@ -22,14 +22,14 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from reference.accounts import now_iso
+from reference.accounts import credit_day, now_iso
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
 from reference.config import Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.ids import new_id
-from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
+from reference.ratelimit import rate_limited, seconds_to_utc_midnight
 from reference.store import Store
 from reference.submits import Operation, faulty_body, validate_body
 from reference.worker import FinishHooks, GenerationWorker
@@ -236,7 +236,7 @@ class GenerationService:
         cost = self.auth.tiers.prices[operation.type]
         if self.faults.on(CREDITS_NOT_SPENT):
             cost = 0
-        day = utc_day()
+        day = credit_day(self.faults)
         early_spend = self.faults.on(CREDITS_SPENT_BEFORE_VALIDATION)
         if early_spend:
             with self.store.transaction() as conn:
