@@ -13,14 +13,15 @@ The state here is per process, like that module's: one worker runs all of its ch
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
 import pytest
 
-from conformance.judge.asserts import describe
+from conformance.judge.asserts import credits_used_today, describe
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
@@ -459,3 +460,96 @@ def first_day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRu
             break
     ACCOUNT.day_run = DayRun(per_day, tuple(statuses), refused)
     return ACCOUNT.day_run
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Set-up of the rolling-window check (RATE-RPM-04): the window was empty, half the
+    limit was sent at once (``first_half``, the first at ``started``, a ``time.time()``)
+    and the rest half a minute later, all served."""
+
+    limit: int
+    first_half: int
+    started: float
+
+    def after_the_roll(self, api: ApiClient, profile: Profile) -> list[int]:
+        """The statuses of requests sent once the first half has left the window (a
+        minute and the tolerance after it), up to one past that half or the first 429;
+        sent too late to tell the halves apart is a set-up error."""
+        tolerance = profile.timing.tolerance_seconds
+        time.sleep(max(0.0, self.started + WINDOW_SECONDS + tolerance - time.time()))
+        statuses: list[int] = []
+        for _ in range(self.first_half + 1):
+            statuses.append(rate_request(api, profile).status_code)
+            if statuses[-1] == 429:
+                break
+        rolled_at = time.time() - self.started
+        if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
+            raise SetupFailed(
+                f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
+                "moment the second half leaves the window"
+            )
+        return statuses
+
+
+def spread_over_half_minute(api: ApiClient, profile: Profile, recorder: Recorder) -> Spread:
+    """Send the limit's first half now and the rest 30 s later (the sleep between is the
+    spread under test, bounded by the minute); a 429 among them is a set-up error (the
+    limit's own checks judge it), a limit the request budget cannot hold a skip."""
+    limit, first = open_window(api, profile, recorder)
+    started = time.time()  # the first request's moment, within a request's time
+    first_half = limit // 2
+    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
+    early = [first, *(rate_request(api, profile) for _ in range(first_half - 1))]
+    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))
+    later = [rate_request(api, profile) for _ in range(limit - first_half)]
+    statuses = [r.status_code for r in [*early, *later]]
+    if 429 in statuses:
+        raise SetupFailed(
+            f"setup: {limit} requests within a minute met a 429 before the limit "
+            f"(RATE-RPM-01 judges this): {statuses}"
+        )
+    return Spread(limit, first_half, started)
+
+
+def concurrent_submits(
+    clients: Sequence[ApiClient],
+    endpoint: Endpoint,
+    prompt: str,
+    profile: Profile,
+    recorder: Recorder,
+) -> list[int]:
+    """One burst for the concurrency check: a submit per client, all at once, once the
+    window has room for them; their statuses. The accepted ones are waited for, so the
+    next burst starts with nothing in flight."""
+    ACCOUNT.make_room(recorder, len(clients), profile)
+
+    def send(client: ApiClient) -> httpx.Response:
+        body = submit_body(endpoint, prompt)
+        return client.request("POST", IMAGES, role=ROLE, json=body, patient=False)
+
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        statuses = [r.status_code for r in pool.map(send, clients)]
+    accepted = sum(1 for status in statuses if 200 <= status < 300)
+    if accepted:
+        wait_finished(endpoint, accepted, profile)
+    return statuses
+
+
+#: Reads of credits used today after a generation ended: its refund may land just after
+#: the event, so the reading is repeated within the tolerance.
+REFUND_READS: Final = 3
+
+
+def credits_settled(api: ApiClient, profile: Profile, settled: Callable[[int], bool]) -> int:
+    """Credits used today, re-read (:data:`REFUND_READS` times within the tolerance) until
+    *settled* holds of the reading; the last reading."""
+    deadline = time.monotonic() + profile.timing.tolerance_seconds
+    used = credits_used_today(api, ROLE)
+    for _ in range(REFUND_READS - 1):
+        if settled(used) or time.monotonic() >= deadline:
+            break
+        time.sleep(profile.timing.tolerance_seconds / REFUND_READS)
+        used = credits_used_today(api, ROLE)
+    return used

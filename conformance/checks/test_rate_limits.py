@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -46,6 +45,7 @@ from conformance.checks.low_limit import (
     DAILY_ROLE,
     IMAGES,
     MIDNIGHT_MARGIN_SECONDS,
+    REFUND_READS,
     ROLE,
     SECOND_ROLE,
     TIER_PATH,
@@ -55,14 +55,16 @@ from conformance.checks.low_limit import (
     RateRun,
     accepted_id,
     across_midnight,
+    concurrent_submits,
+    credits_settled,
     examined_429,
     first_cap_run,
     first_day_run,
     first_rate_run,
     json_object,
-    open_window,
     rate_request,
     rate_request_words,
+    spread_over_half_minute,
     submit_body,
     tier,
     wait_finished,
@@ -336,33 +338,10 @@ def test_rate_window_rolls(api: ApiClient, profile: Profile, recorder: Recorder)
     after it began serves the full limit again (more than the limit within a minute); a
     window that never rolls serves none.
     """
-    limit, first = open_window(api, profile, recorder)
-    started = time.time()  # the first request's moment, within a request's time
-    first_half = limit // 2
-    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
-        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
-    tolerance = profile.timing.tolerance_seconds
-    early = [first, *(rate_request(api, profile) for _ in range(first_half - 1))]
-    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))  # the spread under test
-    later = [rate_request(api, profile) for _ in range(limit - first_half)]
-    if any(r.status_code == 429 for r in [*early, *later]):
-        raise SetupFailed(
-            f"setup: {limit} requests within a minute met a 429 before the limit "
-            f"(RATE-RPM-01 judges this): {[r.status_code for r in [*early, *later]]}"
-        )
-    time.sleep(max(0.0, started + WINDOW_SECONDS + tolerance - time.time()))  # the roll
-    statuses = []
-    for _ in range(first_half + 1):
-        statuses.append(rate_request(api, profile).status_code)
-        if statuses[-1] == 429:
-            break
+    spread = spread_over_half_minute(api, profile, recorder)
+    limit, first_half, tolerance = spread.limit, spread.first_half, profile.timing.tolerance_seconds
+    statuses = spread.after_the_roll(api, profile)
     served = sum(1 for s in statuses if s != 429)
-    rolled_at = time.time() - started
-    if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
-        raise SetupFailed(
-            f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
-            "moment the second half leaves the window"
-        )
     assert served == first_half and statuses[-1] == 429, (
         f"RATE-RPM-04: expected a rolling minute: {first_half} requests sent at 0 s and "
         f"{limit - first_half} at 30 s (requests_per_minute = {limit}), then at "
@@ -398,22 +377,8 @@ def test_concurrency_submit_beyond_limit_is_refused(
     clients = [make_api() for _ in range(burst)]
     seen: list[list[int]] = []
     for _ in range(CONCURRENCY_TRIALS):
-        ACCOUNT.make_room(recorder, burst, profile)
-        endpoint = make_endpoint()
-
-        def send(client: ApiClient, target: Endpoint = endpoint) -> httpx.Response:
-            return client.request(
-                "POST", IMAGES, role=ROLE, json=submit_body(target, prompt), patient=False
-            )
-
-        with ThreadPoolExecutor(max_workers=burst) as pool:
-            responses = list(pool.map(send, clients))
-        statuses = [r.status_code for r in responses]
-        seen.append(statuses)
-        accepted = sum(1 for s in statuses if 200 <= s < 300)
-        if accepted:
-            wait_finished(endpoint, accepted, profile)
-        if any(400 <= s < 500 for s in statuses):
+        seen.append(concurrent_submits(clients, make_endpoint(), prompt, profile, recorder))
+        if any(400 <= s < 500 for s in seen[-1]):
             return
     raise AssertionError(
         f"RATE-CONC-02: expected one of {burst} simultaneous submits (concurrent_limit = "
@@ -446,8 +411,7 @@ def test_credits_failed_generation_is_refunded(
 ) -> None:
     """A failed generation gives its credits back: credits used today return to before."""
     tier(api)
-    reads = 3  # the refund may land just after the event; re-read within the tolerance
-    ACCOUNT.make_room(recorder, 2 + reads, profile)
+    ACCOUNT.make_room(recorder, 2 + REFUND_READS, profile)
     before = credits_used_today(api, ROLE)
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     response = api.request(
@@ -455,13 +419,7 @@ def test_credits_failed_generation_is_refunded(
     )
     accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
     wait_finished(endpoint, 1, profile)
-    deadline = time.monotonic() + profile.timing.tolerance_seconds
-    after = credits_used_today(api, ROLE)
-    for _ in range(reads - 1):
-        if after <= before or time.monotonic() >= deadline:
-            break
-        time.sleep(profile.timing.tolerance_seconds / reads)
-        after = credits_used_today(api, ROLE)
+    after = credits_settled(api, profile, lambda used: used <= before)
     assert after <= before, (
         f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
         f"generation, saw {after}"
