@@ -39,7 +39,14 @@ from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
 from conformance.reports import ALLURE_DIR, Reproduction, new_report_dir
 from conformance.run import allure_report
-from conformance.run.commands import attest, keygen, load, requirements, verify_attestation
+from conformance.run.commands import (
+    attest,
+    keygen,
+    load,
+    requirements,
+    verify_attestation,
+    verify_signature,
+)
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY
 from conformance.run.plugin.run import reproduction
@@ -108,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
-    for command in (keygen, attest, verify_attestation, load, requirements):
+    for command in (keygen, attest, verify_attestation, verify_signature, load, requirements):
         command.register(commands)
     return parser
 
