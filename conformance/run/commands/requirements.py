@@ -1,9 +1,9 @@
 """``genapi-conformance requirements``: browse the catalog and what verifies each entry.
 
 Each requirement with its level, statement and spec quote, the checks that cite it (from
-pytest's collection of the checks, none of which runs; ``--static`` reads their source
-instead, faster but blind to ids taken from fixture files) and the reference faults that
-prove those checks catch a violation (from ``python -m reference faults --json``, run as
+pytest's collection of the checks, none of which runs: :mod:`conformance.run.check_index`;
+``--profile`` adds the cases that depend on the target's keys) and the reference faults
+that prove those checks catch a violation (from ``python -m reference faults --json``, run as
 a process: the suite never imports the reference; left out when it is not installed).
 
 The last line counts the observable MUST requirements of the service that no check
@@ -18,14 +18,11 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from conformance.catalog import Catalog, Level, Party, Requirement, load_catalog
-from conformance.run.check_index import (
-    CollectError,
-    checks_by_requirement,
-    collected_checks_by_requirement,
-)
+from conformance.run.check_index import CollectError, checks_by_requirement
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 __all__ = ["faults_by_requirement", "main", "register", "uncovered_musts"]
@@ -53,7 +50,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON (a list of entries)")
     parser.add_argument(
-        "--static", action="store_true", help="read the check modules' source, do not collect"
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="collect with this target profile: the cases that depend on its keys count too",
     )
     parser.add_argument("--no-faults", action="store_true", help="do not list the faults")
     parser.set_defaults(handler=main)
@@ -152,7 +152,7 @@ def main(options: argparse.Namespace) -> int:
         print(f"genapi-conformance: unknown area {', '.join(unknown)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        checks = checks_by_requirement() if options.static else collected_checks_by_requirement()
+        checks = checks_by_requirement(options.profile)
     except CollectError as error:
         print(f"genapi-conformance: {error}", file=sys.stderr)
         return EXIT_FAILED
