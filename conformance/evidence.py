@@ -63,18 +63,23 @@ class Exchange:
         )
 
     def as_curl(self, env_var_for_secret: Callable[[str], str] | None = None) -> str:
-        """A shell line that repeats the request; masked secrets become ``"$VAR"``.
+        """A bash line that repeats the request; masked secrets become ``"${VAR}"``.
 
         *env_var_for_secret* maps a secret's label (``keys.primary.key``) to the name of
         the environment variable that holds it; by default :func:`default_env_var`
-        (``GENAPI_KEY_PRIMARY``).
+        (``GENAPI_KEY_PRIMARY``). Characters nobody can type (control bytes) are written
+        as ``$'\\xHH'`` escapes; a body holding a NUL byte, which no shell argument can
+        carry, is piped in through ``printf '%b'``.
         """
         to_var = env_var_for_secret or default_env_var
-        words = ["curl", "-sS", "-i", "-X", shlex.quote(self.method), _shell_word(self.url, to_var)]
+        words = ["curl", "-sS", "-i", "-X", _quote(self.method), _shell_word(self.url, to_var)]
         for name, value in self.request_headers:
             if name.lower() in _CURL_OWN_HEADERS:
                 continue
             words += ["-H", _shell_word(f"{name}: {value}", to_var)]
+        if "\x00" in self.request_body:
+            body = _shell_word(self.request_body, to_var, for_printf=True)
+            return f"printf '%b' {body} | " + " ".join([*words, "--data-binary", "@-"])
         if self.request_body:
             words += ["--data-binary", _shell_word(self.request_body, to_var)]
         return " ".join(words)
@@ -101,15 +106,50 @@ def default_env_var(label: str) -> str:
     return f"GENAPI_SECRET_{norm(label)}"
 
 
-def _shell_word(text: str, to_var: Callable[[str], str]) -> str:
-    """Quote *text* for a POSIX shell, with each mask replaced by a variable expansion."""
+def _shell_word(text: str, to_var: Callable[[str], str], *, for_printf: bool = False) -> str:
+    """Quote *text* for bash, with each mask replaced by a variable expansion.
+
+    *for_printf*: the word is an argument of ``printf '%b'``, which reads backslash escapes
+    (so backslashes are doubled and NUL is written ``\\0000``).
+    """
+
+    def literal(piece: str) -> str:
+        if for_printf:
+            piece = piece.replace("\\", "\\\\").replace("\x00", "\\0000")
+        return _quote(piece)
+
     pieces: list[str] = []
     position = 0
     for match in MASK_PATTERN.finditer(text):
         if match.start() > position:
-            pieces.append(shlex.quote(text[position : match.start()]))
+            pieces.append(literal(text[position : match.start()]))
         pieces.append(f'"${{{to_var(match.group(1))}}}"')
         position = match.end()
     if position < len(text) or not pieces:
-        pieces.append(shlex.quote(text[position:]))
+        pieces.append(literal(text[position:]))
     return "".join(pieces)
+
+
+def _typeable(char: str) -> bool:
+    return char == "\n" or char.isprintable()
+
+
+def _quote(text: str) -> str:
+    """``shlex.quote``, or bash's ``$'…'`` with escapes when *text* holds a character
+    that cannot be typed or pasted as itself (a control byte, a tab)."""
+    if all(_typeable(c) for c in text):
+        return shlex.quote(text)
+    return "$'" + "".join(_ansi_c(c) for c in text) + "'"
+
+
+def _ansi_c(char: str) -> str:
+    if char in "\\'":
+        return "\\" + char
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"

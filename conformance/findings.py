@@ -13,6 +13,9 @@ three verbs here instead of bare asserts:
   passes, warns or fails by the band it falls in, so a report can show the value against
   the bands (timing rules: the 10 s timeout, the 1 s / 2 s backoff, Retry-After).
 
+Beside the verbs, :func:`trace` keeps the arrivals of a delivery chain the check looked
+at (:class:`ChainTrace`), so a report can draw them against the windows the spec allows.
+
 The rule named must be one the check cites: ids are taken from the marker, never typed
 as something else. With no rule named, a finding is about every id the check cites (what
 a bare ``assert`` means too).
@@ -31,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 __all__ = [
+    "Arrival",
     "Bands",
+    "ChainTrace",
     "CheckFindings",
     "Finding",
     "Measurement",
@@ -41,6 +46,7 @@ __all__ = [
     "end",
     "fail",
     "measure",
+    "trace",
     "warn",
 ]
 
@@ -143,6 +149,64 @@ class Measurement:
         )
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """One attempt of a delivery as the suite's receiver saw it: when it came (seconds
+    after the chain's first arrival), the attempt number it carried (if any), and the
+    reply the receiver was scripted to give and how long it held that reply."""
+
+    at: float
+    attempt: str | None
+    status: int
+    held: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at, "attempt": self.attempt, "status": self.status, "held": self.held}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Arrival:
+        attempt = data.get("attempt")
+        return cls(
+            at=float(data["at"]),
+            attempt=None if attempt is None else str(attempt),
+            status=int(data["status"]),
+            held=float(data["held"]),
+        )
+
+
+@dataclass(frozen=True)
+class ChainTrace:
+    """The arrivals of one delivery chain (a generation delivering to one scripted
+    endpoint), with what they are judged against: the per-attempt ``timeout``, the
+    ``backoffs`` before the 2nd, 3rd… attempt (spec §6 Behaviour; one more attempt than
+    backoffs) and the run's timing ``tolerance``, all in seconds."""
+
+    name: str
+    arrivals: tuple[Arrival, ...]
+    timeout: float
+    backoffs: tuple[float, ...]
+    tolerance: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arrivals": [arrival.to_dict() for arrival in self.arrivals],
+            "timeout": self.timeout,
+            "backoffs": list(self.backoffs),
+            "tolerance": self.tolerance,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ChainTrace:
+        return cls(
+            name=str(data["name"]),
+            arrivals=tuple(Arrival.from_dict(a) for a in data["arrivals"]),
+            timeout=float(data["timeout"]),
+            backoffs=tuple(float(b) for b in data["backoffs"]),
+            tolerance=float(data["tolerance"]),
+        )
+
+
 @dataclass
 class CheckFindings:
     """What one running check has found so far (the plugin reads it at the end)."""
@@ -150,6 +214,7 @@ class CheckFindings:
     ids: tuple[str, ...]
     warnings: list[Finding] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
+    chains: list[ChainTrace] = field(default_factory=list)
 
 
 _lock = threading.Lock()
@@ -230,3 +295,13 @@ def measure(rule: str, quantity: str, value: float, bands: Bands, *, unit: str =
     if found.band == "warn":
         warn(found.describe(), rule=rule)
     return found.band
+
+
+def trace(chain: ChainTrace) -> None:
+    """Keep what the running check saw of a delivery chain; a later look at the same
+    chain (more arrivals) replaces the earlier one. Outside a check it is dropped."""
+    current = _current
+    if current is None:
+        return
+    with _lock:
+        current.chains[:] = [c for c in current.chains if c.name != chain.name] + [chain]

@@ -24,7 +24,7 @@ from typing import Any
 
 from conformance.catalog import Level, Party, Requirement
 from conformance.evidence import Exchange
-from conformance.findings import Finding, Measurement
+from conformance.findings import ChainTrace, Finding, Measurement
 
 __all__ = [
     "MAX_EXCHANGES",
@@ -90,8 +90,9 @@ class CheckResult:
     the full traceback text; both redacted before they get here, as are the recorded
     ``exchanges`` (at most :data:`MAX_EXCHANGES` kept; ``exchanges_omitted`` counts the rest,
     e.g. of a rate-limit check that sends hundreds of requests). ``broken`` names the rules
-    a failure broke (empty: every cited one); ``warnings`` and ``measurements`` are what the
-    check recorded on the way (:mod:`conformance.findings`).
+    a failure broke (empty: every cited one); ``warnings``, ``measurements`` and ``chains``
+    (the delivery chains it looked at) are what the check recorded on the way
+    (:mod:`conformance.findings`).
     """
 
     nodeid: str
@@ -105,6 +106,7 @@ class CheckResult:
     broken: tuple[str, ...] = ()
     warnings: tuple[Finding, ...] = ()
     measurements: tuple[Measurement, ...] = ()
+    chains: tuple[ChainTrace, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; pytest-xdist carries it from a worker to the controller."""
@@ -120,6 +122,7 @@ class CheckResult:
             "broken": list(self.broken),
             "warnings": [finding.to_dict() for finding in self.warnings],
             "measurements": [measurement.to_dict() for measurement in self.measurements],
+            "chains": [chain.to_dict() for chain in self.chains],
         }
 
     @classmethod
@@ -136,6 +139,7 @@ class CheckResult:
             broken=tuple(str(i) for i in data.get("broken", ())),
             warnings=tuple(Finding.from_dict(f) for f in data.get("warnings", ())),
             measurements=tuple(Measurement.from_dict(m) for m in data.get("measurements", ())),
+            chains=tuple(ChainTrace.from_dict(c) for c in data.get("chains", ())),
         )
 
     def warnings_for(self, requirement_id: str) -> list[Finding]:

@@ -16,7 +16,7 @@ import math
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -123,6 +123,74 @@ GENERATION_READ_404 = Fault(
     "GEN-READ-01",
     "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
 )
+JSON_BODY_ASCII_ONLY = Fault(
+    "json-body-ascii-only",
+    "GEN-JSON-01",
+    "a submit body with non-ASCII characters is refused with 400 (the JSON read as ASCII)",
+)
+IMAGE_SIZE_REQUIRED = Fault(
+    "image-size-required", "GEN-IMAGE-03", "an image submit without size is refused with 400"
+)
+IMAGE_CALLBACK_URL_REFUSED = Fault(
+    "image-callback-url-refused",
+    "GEN-IMAGE-05",
+    "an image submit with callback_url (the legacy flat body) is refused with 400",
+)
+IMAGE_WEBHOOK_EVENTS_REFUSED = Fault(
+    "image-webhook-events-refused",
+    "GEN-IMAGE-06",
+    "an image submit whose webhook object lists events is refused with 400",
+)
+EDIT_CALLBACK_URL_REFUSED = Fault(
+    "edit-callback-url-refused",
+    "GEN-EDIT-01",
+    "an image edit with callback_url is refused with 400 (only webhook is taken)",
+)
+VIDEO_DURATION_REQUIRED = Fault(
+    "video-duration-required", "GEN-VIDEO-02", "a video submit without duration is refused with 400"
+)
+VIDEO_WEBHOOK_REFUSED = Fault(
+    "video-webhook-refused",
+    "GEN-VIDEO-06",
+    "a video submit with a webhook object is refused with 400 (only callback_url is taken)",
+)
+GENERATION_ID_REUSED = Fault(
+    "generation-id-reused",
+    "GEN-ID-02",
+    "a submit repeating the body of one made in the last minute answers that generation's id "
+    "(an idempotency key made of the prompt)",
+)
+READ_CREDITS_UNREFUNDED = Fault(
+    "read-credits-unrefunded",
+    "GEN-CONSIST-01",
+    "GET /v1/generations/{id} shows a failed generation's credits as spent (its event says 0)",
+)
+EXHAUSTED_GENERATION_HIDDEN = Fault(
+    "exhausted-generation-hidden",
+    "GEN-MISSED-01",
+    "GET /v1/generations/{id} answers 404 once a delivery of the generation is exhausted",
+)
+
+#: Under the fault GENERATION_ID_REUSED: how long a repeated body answers the earlier id.
+_REUSE_WINDOW_S = 60.0
+#: Each body fault of the submit endpoints: the operation it acts on, and the reason it
+#: refuses a body with (None lets the body through).
+_BODY_REFUSALS: tuple[tuple[Fault, str, Callable[[Mapping[str, Any]], str | None]], ...] = (
+    (IMAGE_SIZE_REQUIRED, "images.generate",
+     lambda body: None if "size" in body else "`size` is required"),
+    (IMAGE_CALLBACK_URL_REFUSED, "images.generate",
+     lambda body: "callback_url is no longer accepted: use webhook.url"
+     if "callback_url" in body else None),
+    (IMAGE_WEBHOOK_EVENTS_REFUSED, "images.generate",
+     lambda body: "webhook takes `id` or `url` only"
+     if isinstance(body.get("webhook"), dict) and "events" in body["webhook"] else None),
+    (EDIT_CALLBACK_URL_REFUSED, "images.edit",
+     lambda body: "edits take webhook, not callback_url" if "callback_url" in body else None),
+    (VIDEO_DURATION_REQUIRED, "videos.generate",
+     lambda body: None if "duration" in body else "`duration` is required"),
+    (VIDEO_WEBHOOK_REFUSED, "videos.generate",
+     lambda body: "videos take callback_url, not webhook" if "webhook" in body else None),
+)  # fmt: skip
 
 
 #: Longest prompt accepted (spec §8: not shown; an interpretation).
@@ -359,6 +427,15 @@ class GenerationService:
         skips one stated check of spec §4's body tables)."""
         if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
             raise ApiError(500, "internal error")  # bad input reaching a 5xx
+        if (
+            self.faults.on(JSON_BODY_ASCII_ONLY)
+            and not json.dumps(body, ensure_ascii=False).isascii()
+        ):
+            raise ApiError(400, "the request body is not valid ASCII")
+        for fault, name, refusal in _BODY_REFUSALS:
+            reason = refusal(body) if operation.name == name and self.faults.on(fault) else None
+            if reason is not None:
+                raise ApiError(400, reason)
         prompt = body.get("prompt")
         if operation.name == "images.generate":
             if "prompt" not in body and self.faults.on(IMAGE_PROMPT_OPTIONAL):
@@ -413,6 +490,10 @@ class GenerationService:
                 with self.store.transaction() as conn:
                     self._spend(conn, key, cost, day)
             raise
+        if self.faults.on(GENERATION_ID_REUSED):
+            repeated = self._repeated(key, operation, prompt)
+            if repeated is not None:
+                return JSONResponse({"id": repeated}, status_code=202)
         generation_id = new_id("generation", self.config.choices.id_form)
         created = now_iso()
         due_at = time.time() + self.config.latency_ms / 1000
@@ -462,6 +543,28 @@ class GenerationService:
             status = 200
         return JSONResponse(answer, status_code=status)
 
+    def _repeated(self, key: KeyContext, operation: Operation, prompt: str) -> str | None:
+        """Under the fault GENERATION_ID_REUSED: the id of this account's generation of the
+        same operation and prompt submitted in the last minute, if there is one."""
+        rows = self.store.read(
+            "SELECT id FROM generations WHERE account_id = ? AND operation = ? AND prompt = ? "
+            "AND due_at >= ? ORDER BY due_at DESC LIMIT 1",
+            (key.account_id, operation.name, prompt, time.time() - _REUSE_WINDOW_S),
+        )
+        return str(rows[0]["id"]) if rows else None
+
+    def _hidden(self, generation_id: str) -> bool:
+        """Under the fault EXHAUSTED_GENERATION_HIDDEN: a delivery of the generation is
+        exhausted (the read then pretends the generation is gone)."""
+        if not self.faults.on(EXHAUSTED_GENERATION_HIDDEN):
+            return False
+        return bool(
+            self.store.read(
+                "SELECT 1 FROM webhook_deliveries WHERE generation_id = ? AND outcome = ?",
+                (generation_id, "exhausted"),
+            )
+        )
+
     async def _run_now(self, generation_id: str, due_at: float, key: KeyContext) -> Response:
         """The choice ``image_without_target = "sync"``: an image without a delivery
         target is made during the request and answered 200 with the finished generation
@@ -505,6 +608,8 @@ class GenerationService:
             "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
             else None,
         }  # fmt: skip
+        if self.faults.on(READ_CREDITS_UNREFUNDED) and row["status"] == "failed":
+            record["credits_used"] = self.auth.tiers.prices[row["type"]]
         if self.faults.on(SIGNING_SECRET_ON_V1):
             record["signing_secret"] = key.signing_secret
         return record
@@ -516,7 +621,7 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows or self.faults.on(GENERATION_READ_404):
+        if not rows or self.faults.on(GENERATION_READ_404) or self._hidden(generation_id):
             # Another account's generation is indistinguishable from an unknown one,
             # unless the choice foreign_resource_status says 403 for it.
             status = 404

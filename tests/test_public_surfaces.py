@@ -12,12 +12,21 @@ import pytest
 
 #: Module -> its ``__all__``, in order, names separated by spaces.
 SURFACES = {
+    "conformance.attestation": (
+        "PAYLOAD_TYPE PREDICATE_TYPE STATEMENT_TYPE SUBJECTS AttestationError Verified "
+        "file_sha256 generate_key key_id load_private_key load_public_key pae sign statement "
+        "verify"
+    ),
     "conformance.observe.canary": "Canary CanaryHit CanaryView",
     "conformance.observe.receiver": (
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
+    "conformance.load": (
+        "HEADERS MAX_RECORDS WINDOW_S LoadJudgement Record judge_load max_served_in_window"
+    ),
+    "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (
-        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME RunInfo new_report_dir redact_tree "
+        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME Reproduction RunInfo new_report_dir redact_tree "
         "render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",

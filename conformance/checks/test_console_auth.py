@@ -271,8 +271,9 @@ def test_console_operation_with_session_is_served(
 @pytest.mark.console
 @pytest.mark.requirement("CONSOLE-LOGIN-01")
 def test_console_session_from_login_is_served(api: ApiClient, adapter: Adapter) -> None:
-    """A session token obtained through the adapter's login, sent as the profile's adapter
-    declares (by default "Authorization: Bearer <JWT>"), is served on a console path."""
+    """A session obtained through the declared login, sent as the profile declares (the
+    reference's preset: "Authorization: Bearer <JWT>"; a cookie where declared), is
+    served on a console path."""
     adapter.login("primary")  # skips without sessions.primary email and password
     response = api.request("GET", "/api/tier", role="none", session="primary")
     assert_not_refused_for_auth(response, "the session from the login")

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario
+from conformance.observe.events import EventLab, Scenario
 from conformance.run.fixtures.labs import Labs
 
 COMPLETED = Scenario(kind="webhook.url")
@@ -32,18 +32,9 @@ def lab(labs: Labs) -> EventLab:
     return made
 
 
-def _data(generated: Generated, name: str, requirement_id: str) -> Any:
-    """data[name] of the first delivery; its absence fails *requirement_id*."""
-    data = generated.envelope().get("data")
-    assert isinstance(data, dict), (
-        f"{requirement_id}: expected data to be a JSON object holding {name}, saw "
-        f"{data!r:.200} {generated.describe()}"
-    )
-    assert name in data, (
-        f"{requirement_id}: expected data.{name}, saw the fields {sorted(data)} "
-        f"{generated.describe()}"
-    )
-    return data[name]
+def _is_integer(value: Any) -> bool:
+    """A JSON number without fraction, not a boolean (Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @pytest.mark.parametrize("scenario", BY_OUTCOME)
@@ -51,21 +42,16 @@ def _data(generated: Generated, name: str, requirement_id: str) -> Any:
 def test_data_generation_id_equals_submit_id(lab: EventLab, scenario: Scenario) -> None:
     """data.generation_id is the id the submit's 202 returned."""
     generated = lab.get(scenario)
-    seen = _data(generated, "generation_id", "EVT-DATA-01")
-    assert seen == generated.generation_id, (
-        f"EVT-DATA-01: expected data.generation_id {generated.generation_id!r} (the 202's id), "
-        f"saw {seen!r} {generated.describe()}"
+    submitted = generated.generation_id
+    generated.expect(
+        "data.generation_id", lambda seen: seen == submitted, f"{submitted!r} (the 202's id)"
     )
 
 
 @pytest.mark.requirement("EVT-DATA-02")
 def test_data_status_completed_on_success(lab: EventLab) -> None:
     """data.status is "completed" in the event of a successful generation."""
-    generated = lab.get(COMPLETED)
-    seen = _data(generated, "status", "EVT-DATA-02")
-    assert seen == "completed", (
-        f"EVT-DATA-02: expected data.status 'completed', saw {seen!r} {generated.describe()}"
-    )
+    lab.get(COMPLETED).expect("data.status", lambda seen: seen == "completed", "'completed'")
 
 
 @pytest.mark.parametrize(
@@ -78,11 +64,8 @@ def test_data_status_completed_on_success(lab: EventLab) -> None:
 @pytest.mark.requirement("EVT-DATA-03")
 def test_data_type_names_the_endpoint_kind(lab: EventLab, scenario: Scenario, kind: str) -> None:
     """data.type is "image" for an image submit and "video" for a video submit."""
-    generated = lab.get(scenario)
-    seen = _data(generated, "type", "EVT-DATA-03")
-    assert seen == kind, (
-        f"EVT-DATA-03: expected data.type {kind!r} for POST {scenario.path}, saw {seen!r} "
-        f"{generated.describe()}"
+    lab.get(scenario).expect(
+        "data.type", lambda seen: seen == kind, f"{kind!r} for POST {scenario.path}"
     )
 
 
@@ -90,21 +73,14 @@ def test_data_type_names_the_endpoint_kind(lab: EventLab, scenario: Scenario, ki
 @pytest.mark.requirement("EVT-DATA-04")
 def test_data_model_is_string(lab: EventLab, scenario: Scenario) -> None:
     """data.model is a string."""
-    generated = lab.get(scenario)
-    seen = _data(generated, "model", "EVT-DATA-04")
-    assert isinstance(seen, str), (
-        f"EVT-DATA-04: expected data.model to be a string, saw {seen!r} {generated.describe()}"
-    )
+    lab.get(scenario).expect("data.model", lambda seen: isinstance(seen, str), "a string")
 
 
 @pytest.mark.requirement("EVT-DATA-05")
 def test_data_output_url_string_on_success(lab: EventLab) -> None:
     """data.output_url is a string in the event of a successful generation."""
-    generated = lab.get(COMPLETED)
-    seen = _data(generated, "output_url", "EVT-DATA-05")
-    assert isinstance(seen, str), (
-        f"EVT-DATA-05: expected data.output_url to be a string on success, saw {seen!r} "
-        f"{generated.describe()}"
+    lab.get(COMPLETED).expect(
+        "data.output_url", lambda seen: isinstance(seen, str), "a string on success"
     )
 
 
@@ -112,34 +88,23 @@ def test_data_output_url_string_on_success(lab: EventLab) -> None:
 @pytest.mark.requirement("EVT-DATA-06")
 def test_data_output_url_null_on_failure(lab: EventLab) -> None:
     """data.output_url is null in the event of a failed generation."""
-    generated = lab.get(FAILED)
-    seen = _data(generated, "output_url", "EVT-DATA-06")
-    assert seen is None, (
-        f"EVT-DATA-06: expected data.output_url null on failure, saw {seen!r} "
-        f"{generated.describe()}"
-    )
+    lab.get(FAILED).expect("data.output_url", lambda seen: seen is None, "null on failure")
 
 
 @pytest.mark.requirement("EVT-DATA-07")
 def test_data_error_message_null_on_success(lab: EventLab) -> None:
     """data.error_message is null in the event of a successful generation."""
-    generated = lab.get(COMPLETED)
-    seen = _data(generated, "error_message", "EVT-DATA-07")
-    assert seen is None, (
-        f"EVT-DATA-07: expected data.error_message null on success, saw {seen!r} "
-        f"{generated.describe()}"
-    )
+    lab.get(COMPLETED).expect("data.error_message", lambda seen: seen is None, "null on success")
 
 
 @pytest.mark.sandbox
 @pytest.mark.requirement("EVT-DATA-08")
 def test_data_error_message_populated_on_failure(lab: EventLab) -> None:
     """data.error_message is a non-empty string in the event of a failed generation."""
-    generated = lab.get(FAILED)
-    seen = _data(generated, "error_message", "EVT-DATA-08")
-    assert isinstance(seen, str) and seen.strip(), (
-        f"EVT-DATA-08: expected data.error_message populated on failure, saw {seen!r} "
-        f"{generated.describe()}"
+    lab.get(FAILED).expect(
+        "data.error_message",
+        lambda seen: isinstance(seen, str) and bool(seen.strip()),
+        "populated on failure",
     )
 
 
@@ -147,12 +112,7 @@ def test_data_error_message_populated_on_failure(lab: EventLab) -> None:
 @pytest.mark.requirement("EVT-DATA-09")
 def test_data_credits_used_is_integer(lab: EventLab, scenario: Scenario) -> None:
     """data.credits_used is an integer (a JSON number without fraction, not a boolean)."""
-    generated = lab.get(scenario)
-    seen = _data(generated, "credits_used", "EVT-DATA-09")
-    assert isinstance(seen, int) and not isinstance(seen, bool), (
-        f"EVT-DATA-09: expected data.credits_used to be an integer, saw {seen!r} "
-        f"{generated.describe()}"
-    )
+    lab.get(scenario).expect("data.credits_used", _is_integer, "an integer")
 
 
 @pytest.mark.parametrize(
@@ -169,25 +129,19 @@ def test_data_credits_used_not_negative_and_zero_on_failure(
     """data.credits_used is never negative, and 0 once a failed generation's credits were
     refunded (an interpretation: the spec gives only the type)."""
     generated = lab.get(scenario)
-    seen = _data(generated, "credits_used", "EVT-DATA-10")
     if zero:
-        assert seen == 0, (
-            f"EVT-DATA-10: expected data.credits_used 0 on failure (refunded), saw {seen!r} "
-            f"{generated.describe()}"
-        )
+        generated.expect("data.credits_used", lambda seen: seen == 0, "0 on failure (refunded)")
     else:
-        assert isinstance(seen, int) and seen >= 0, (
-            f"EVT-DATA-10: expected data.credits_used >= 0, saw {seen!r} {generated.describe()}"
-        )
+        generated.expect("data.credits_used", lambda seen: _is_integer(seen) and seen >= 0, ">= 0")
 
 
 @pytest.mark.requirement("EVT-DATA-11")
 def test_data_output_url_is_absolute_http_url(lab: EventLab) -> None:
     """data.output_url of a successful generation is an absolute http(s) URL (an
     interpretation: the spec says string)."""
-    generated = lab.get(COMPLETED)
-    seen = _data(generated, "output_url", "EVT-DATA-11")
-    parts = urlsplit(seen) if isinstance(seen, str) else None
-    assert parts is not None and parts.scheme in {"http", "https"} and parts.netloc, (
-        f"EVT-DATA-11: expected an absolute http(s) URL, saw {seen!r} {generated.describe()}"
-    )
+
+    def absolute_http(seen: Any) -> bool:
+        parts = urlsplit(seen) if isinstance(seen, str) else None
+        return parts is not None and parts.scheme in {"http", "https"} and bool(parts.netloc)
+
+    lab.get(COMPLETED).expect("data.output_url", absolute_http, "an absolute http(s) URL")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 import pytest
 
@@ -18,7 +17,6 @@ from conformance.observe.events import (
     ENVELOPE_FIELDS,
     FAILED,
     EventLab,
-    Generated,
     Scenario,
 )
 from conformance.run.fixtures.labs import Labs
@@ -65,17 +63,6 @@ def _has_offset(value: object) -> bool:
         return False
 
 
-def _field(generated: Generated, name: str, requirement_id: str) -> Any:
-    """The envelope's *name*; its absence fails *requirement_id*."""
-    envelope = generated.envelope()
-    assert name in envelope, (
-        f"{requirement_id}: expected the envelope to carry {name!r}, saw the fields "
-        f"{sorted(envelope)} "
-        f"{generated.describe()}"
-    )
-    return envelope[name]
-
-
 @pytest.mark.parametrize(
     "scenario",
     [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
@@ -107,10 +94,8 @@ def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> N
 @pytest.mark.requirement("EVT-ENV-01")
 def test_envelope_id_has_evt_hex_form(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's id is a string evt_<hex>."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "id", "EVT-ENV-01")
-    assert isinstance(seen, str) and _EVENT_ID.fullmatch(seen), (
-        f"EVT-ENV-01: expected id of the form evt_<hex>, saw {seen!r} {generated.describe()}"
+    lab.get(scenario).expect(
+        "id", lambda seen: isinstance(seen, str) and bool(_EVENT_ID.fullmatch(seen)), "evt_<hex>"
     )
 
 
@@ -124,11 +109,7 @@ def test_envelope_id_has_evt_hex_form(lab: EventLab, scenario: Scenario) -> None
 @pytest.mark.requirement("EVT-ENV-02")
 def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event: str) -> None:
     """The envelope's event is the name of what happened (completed or failed)."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "event", "EVT-ENV-02")
-    assert seen == event, (
-        f"EVT-ENV-02: expected event {event!r}, saw {seen!r} {generated.describe()}"
-    )
+    lab.get(scenario).expect("event", lambda seen: seen == event, repr(event))
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
@@ -136,11 +117,10 @@ def test_envelope_event_names_the_event(lab: EventLab, scenario: Scenario, event
 def test_envelope_created_at_carries_offset(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's created_at is an ISO 8601 timestamp with a UTC offset (any ISO 8601
     form: extended or basic, with or without fractions, Z or an offset)."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "created_at", "EVT-ENV-03")
-    assert _has_offset(seen), (
-        f"EVT-ENV-03: expected an ISO 8601 timestamp with offset (e.g. "
-        f"2026-08-01T12:00:00Z or ...+02:00), saw {seen!r} {generated.describe()}"
+    lab.get(scenario).expect(
+        "created_at",
+        _has_offset,
+        "an ISO 8601 timestamp with offset (2026-08-01T12:00:00Z, +02:00)",
     )
 
 
@@ -148,23 +128,14 @@ def test_envelope_created_at_carries_offset(lab: EventLab, scenario: Scenario) -
 @pytest.mark.requirement("VER-ENV-01")
 def test_envelope_carries_api_version(lab: EventLab, scenario: Scenario) -> None:
     """Every envelope carries api_version."""
-    generated = lab.get(scenario)
-    envelope = generated.envelope()
-    assert "api_version" in envelope, (
-        f"VER-ENV-01: expected api_version in the envelope, saw the fields "
-        f"{sorted(envelope)} {generated.describe()}"
-    )
+    lab.get(scenario).field("api_version")
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("EVT-ENV-04")
 def test_envelope_api_version_is_string(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's api_version is a string."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "api_version", "EVT-ENV-04")
-    assert isinstance(seen, str), (
-        f"EVT-ENV-04: expected api_version to be a string, saw {seen!r} {generated.describe()}"
-    )
+    lab.get(scenario).expect("api_version", lambda seen: isinstance(seen, str), "a string")
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
@@ -173,12 +144,8 @@ def test_envelope_api_version_is_profile_version(
     lab: EventLab, scenario: Scenario, profile: Profile
 ) -> None:
     """api_version is the date string the profile names (the spec's 2026-08-01)."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "api_version", "VER-ENV-02")
-    assert seen == profile.api_version, (
-        f"VER-ENV-02: expected api_version {profile.api_version!r}, saw {seen!r} "
-        f"{generated.describe()}"
-    )
+    wanted = profile.api_version
+    lab.get(scenario).expect("api_version", lambda seen: seen == wanted, repr(wanted))
 
 
 @pytest.mark.requirement("VER-ENV-03")
@@ -210,11 +177,8 @@ def test_envelope_webhook_id_null_without_registered_webhook(
     lab: EventLab, scenario: Scenario
 ) -> None:
     """webhook_id is null when the delivery was bound by webhook.url or callback_url."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "webhook_id", "EVT-ENV-05")
-    assert seen is None, (
-        f"EVT-ENV-05: expected webhook_id null (no registered webhook used), saw {seen!r} "
-        f"{generated.describe()}"
+    lab.get(scenario).expect(
+        "webhook_id", lambda seen: seen is None, "null (no registered webhook used)"
     )
 
 
@@ -224,19 +188,12 @@ def test_envelope_webhook_id_names_registered_webhook(lab: EventLab) -> None:
     """webhook_id is the registered webhook's id when the delivery went through webhook.id."""
     generated = lab.get(REGISTERED)
     assert generated.webhook is not None
-    seen = _field(generated, "webhook_id", "EVT-ENV-06")
-    assert seen == generated.webhook.id, (
-        f"EVT-ENV-06: expected webhook_id {generated.webhook.id!r}, saw {seen!r} "
-        f"{generated.describe()}"
-    )
+    wanted = generated.webhook.id
+    generated.expect("webhook_id", lambda seen: seen == wanted, repr(wanted))
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("EVT-ENV-07")
 def test_envelope_data_is_object(lab: EventLab, scenario: Scenario) -> None:
     """The envelope's data is a JSON object."""
-    generated = lab.get(scenario)
-    seen = _field(generated, "data", "EVT-ENV-07")
-    assert isinstance(seen, dict), (
-        f"EVT-ENV-07: expected data to be a JSON object, saw {seen!r:.200} {generated.describe()}"
-    )
+    lab.get(scenario).expect("data", lambda seen: isinstance(seen, dict), "a JSON object")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.findings import fail
 from conformance.observe.events import (
     ENVELOPE_FIELDS,
     EventLab,
@@ -29,8 +30,9 @@ def lab(labs: Labs) -> EventLab:
     return made
 
 
-def _strict_problems(generated: Generated) -> list[str]:
-    """How the body differs from exactly the six envelope fields (spec §2, §4 rule 2).
+def _assert_strict_envelope(generated: Generated) -> None:
+    """The body is exactly the six envelope fields (spec §2, §4 rule 2), or the check's
+    rule fails.
 
     Only the set of fields: their types and forms are the envelope's own rules (EVT-*),
     checked there, so a wrong created_at does not also fail the body's shape."""
@@ -47,30 +49,24 @@ def _strict_problems(generated: Generated) -> list[str]:
             f"fields beyond the envelope {extra}"
             + (f" (data fields copied to the top level: {copied})" if copied else "")
         )
-    return problems
+    if problems:
+        fail(
+            f"expected exactly {list(ENVELOPE_FIELDS)} {generated.describe()}; "
+            + "; ".join(problems)
+        )
 
 
 @pytest.mark.requirement("TARGET-INLINE-01")
 def test_inline_body_is_strict_envelope(lab: EventLab) -> None:
     """A webhook.url delivery's body is exactly the envelope, no data field at the top."""
-    generated = lab.get(INLINE)
-    problems = _strict_problems(generated)
-    assert not problems, (
-        f"TARGET-INLINE-01: expected exactly {list(ENVELOPE_FIELDS)} {generated.describe()}; "
-        + "; ".join(problems)
-    )
+    _assert_strict_envelope(lab.get(INLINE))
 
 
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-FLAT-03")
 def test_registered_body_is_strict_envelope(lab: EventLab) -> None:
     """A webhook.id delivery's body is the strict envelope too (an interpretation)."""
-    generated = lab.get(REGISTERED)
-    problems = _strict_problems(generated)
-    assert not problems, (
-        f"TARGET-FLAT-03: expected exactly {list(ENVELOPE_FIELDS)} {generated.describe()}; "
-        + "; ".join(problems)
-    )
+    _assert_strict_envelope(lab.get(REGISTERED))
 
 
 @pytest.mark.requirement("TARGET-FLAT-01")

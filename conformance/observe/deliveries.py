@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import httpx
 
-from conformance.findings import fail
+from conformance.findings import Arrival, ChainTrace, fail, trace
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
 from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
@@ -239,7 +239,9 @@ class Chain:
         try:
             first = self.endpoint.wait_for(1, max(0.001, first_by - time.monotonic()))[0]
             rest_by = first.arrived_at + self.window_after_first(count)
-            return self.endpoint.wait_for(count, max(0.001, rest_by - time.monotonic()))
+            arrived = self.endpoint.wait_for(count, max(0.001, rest_by - time.monotonic()))
+            self.trace()
+            return arrived
         except DeliveryTimeout as missing:
             fail(f"{what}: {self.describe()}: {missing}", rule=rule)
 
@@ -254,6 +256,7 @@ class Chain:
         except AssertionError:
             pass  # judged below, with everything that arrived
         arrived = self.endpoint.deliveries
+        self.trace()
         if len(arrived) != count:
             fail(
                 f"{what}: expected exactly {count} arrival(s), saw {len(arrived)} "
@@ -261,8 +264,34 @@ class Chain:
                 rule=rule,
             )
 
+    def trace(self) -> None:
+        """Keep what arrived so far in the running check's findings, for the report's
+        timeline of this chain (:func:`conformance.findings.trace`)."""
+        arrived = self.endpoint.deliveries
+        if not arrived:
+            return
+        origin = arrived[0].arrived_at
+        trace(
+            ChainTrace(
+                name=self.name,
+                arrivals=tuple(
+                    Arrival(
+                        at=round(d.arrived_at - origin, 3),
+                        attempt=d.header("Attempt"),
+                        status=d.replied.status,
+                        held=d.replied.delay,
+                    )
+                    for d in arrived
+                ),
+                timeout=ATTEMPT_TIMEOUT_SECONDS,
+                backoffs=BACKOFF_SECONDS,
+                tolerance=self.tolerance,
+            )
+        )
+
     def describe(self) -> str:
-        """The chain and what arrived so far, for messages."""
+        """The chain and what arrived so far, for messages (and the report's timeline)."""
+        self.trace()
         origin = self.endpoint.created_at
         arrived = "; ".join(d.summary(origin) for d in self.endpoint.deliveries) or "nothing"
         return f"[chain {self.name} ({self.kind}), generation {self.generation_id}: {arrived}]"

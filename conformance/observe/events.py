@@ -16,11 +16,13 @@ and :func:`delivery_deadline`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import httpx
 
+from conformance.findings import fail
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver
 from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Secret
@@ -195,6 +197,36 @@ class Generated:
                 f"{self.scenario.label}: the delivery body is not a JSON object (DLV-BODY-01)"
             )
         return body
+
+    def field(self, path: str) -> Any:
+        """The value at *path* (``"created_at"``, ``"data.status"``) in the first
+        delivery's envelope. A field missing on the way, or a value on the way that is no
+        JSON object, fails the check's cited rule: the rule states the field."""
+        value: Any = self.envelope()
+        walked: list[str] = []
+        for name in path.split("."):
+            where = ".".join(walked) or "the envelope"
+            if not isinstance(value, dict):
+                fail(
+                    f"expected {where} to be a JSON object holding {name}, saw "
+                    f"{value!r:.200} {self.describe()}"
+                )
+            if name not in value:
+                fail(
+                    f"expected {where} to carry {name!r}, saw the fields {sorted(value)} "
+                    f"{self.describe()}"
+                )
+            walked.append(name)
+            value = value[name]
+        return value
+
+    def expect(self, path: str, holds: Callable[[Any], bool], wanted: str) -> Any:
+        """The value at *path* (:meth:`field`) when *holds* is true of it; else the check's
+        cited rule fails, saying what was *wanted* (``"'completed'"``, ``"a string"``)."""
+        value = self.field(path)
+        if not holds(value):
+            fail(f"expected {path} {wanted}, saw {value!r:.200} {self.describe()}")
+        return value
 
     def describe(self) -> str:
         """One line for messages: the scenario and what arrived."""

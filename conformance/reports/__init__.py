@@ -15,12 +15,13 @@ the end (JUnit and Allure are written by other plugins, from unredacted exceptio
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from conformance.reports.html_report import render_html
 from conformance.reports.json_report import results_document
+from conformance.reports.reproduce import Reproduction
 from conformance.secrets import Redactor
 from conformance.verdicts import RunVerdicts
 
@@ -29,6 +30,7 @@ __all__ = [
     "HTML_NAME",
     "JSON_NAME",
     "JUNIT_NAME",
+    "Reproduction",
     "RunInfo",
     "new_report_dir",
     "redact_tree",
@@ -56,6 +58,11 @@ class RunInfo:
     base_url: str | None
     started_at: datetime
     finished_at: datetime
+    reproduction: Reproduction = field(default_factory=Reproduction)
+    #: What judged it: the digests of the installed suite's files and of its catalog
+    #: (:mod:`conformance.provenance`), which an attestation binds to the verdicts.
+    suite_sha256: str | None = None
+    catalog_sha256: str | None = None
 
 
 def new_report_dir(base: Path = Path("reports")) -> Path:

@@ -52,6 +52,8 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "suite_version": info.suite_version,
+        "suite_sha256": info.suite_sha256,
+        "catalog_sha256": info.catalog_sha256,
         "spec_version": info.spec_version,
         "api_version": info.api_version,
         "profile": {

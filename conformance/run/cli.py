@@ -8,13 +8,16 @@ Subcommands:
   for every worker: see :mod:`conformance.run.launcher`) and runs against it; ``--fault
   NAME`` starts it with a fault injected, ``--variant`` as the variant that takes the
   other legitimate side of every choice the spec leaves open.
+  Its progress (:mod:`conformance.run.progress`) goes to stderr, its summary
+  (:mod:`conformance.run.summary`) to stdout, pytest's own output to a file.
 * ``init-profile PATH``: write the commented profile template, to fill in for a target.
+* ``report allure RUN_DIR``: the Allure HTML report of a run (:mod:`.allure_report`).
 * ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
 
 Exit codes of ``run``: 0 no stated (MUST) requirement failed and the harness never broke
-(warnings, skips and untested requirements do not count); 1 a MUST requirement failed;
-2 usage or profile error; 3 harness error (the reference did not start, a check broke,
-pytest was interrupted).
+(warnings, skips and untested requirements do not count, unless ``--strict``: then a
+warning is 1 too); 1 a MUST requirement failed; 2 usage or profile error; 3 harness error
+(the reference did not start, a check broke, pytest was interrupted).
 """
 
 from __future__ import annotations
@@ -24,30 +27,28 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
+from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
-from conformance.reports import (
-    ALLURE_DIR,
-    HTML_NAME,
-    JSON_NAME,
-    JUNIT_NAME,
-    new_report_dir,
-)
+from conformance.reports import ALLURE_DIR, Reproduction, new_report_dir
+from conformance.run import allure_report
+from conformance.run.commands import attest, keygen, load, verify_attestation
 from conformance.run.launcher import EmbeddedReference, LaunchError
-from conformance.run.plugin import RUN_KEY, is_warning
+from conformance.run.plugin import RUN_KEY
+from conformance.run.plugin.run import reproduction
 from conformance.run.plugin.state import Preloaded
+from conformance.run.progress import RunProgress
+from conformance.run.summary import RunEnd, summarise
 from conformance.secrets import Redactor
 from conformance.target.profile import Profile, ProfileError, load_profile, write_template
-from conformance.verdicts import RunVerdicts, Verdict
+from conformance.verdicts import RunVerdicts
 
 __all__ = [
     "EXIT_FAILED",
@@ -79,61 +80,83 @@ def _reference(argv: list[str]) -> int:
 
 _EXIT_CODES = (
     "Exit codes of run: 0 conformant (no MUST requirement failed, no harness error), "
-    "1 a MUST requirement failed, 2 usage or profile error, 3 harness error."
+    "1 a MUST requirement failed (or, with --strict, a warning), 2 usage or profile error, "
+    "3 harness error."
 )
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The command line. Each subcommand sets ``handler`` (options → exit code); a new
+    command is one ``add_parser`` and one ``set_defaults(handler=...)``."""
     parser = argparse.ArgumentParser(
         prog="genapi-conformance",
         description="Conformance suite for the Generation API.",
         epilog=_EXIT_CODES,
     )
-    commands = parser.add_subparsers(
-        dest="command", metavar="{run,init-profile,serve-reference,faults}"
+    commands = parser.add_subparsers(dest="command")
+    _add_run(commands)
+    init = commands.add_parser("init-profile", help="write the commented profile template")
+    init.add_argument("path", type=Path)
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(handler=lambda options: init_profile(options.path, force=options.force))
+    allure_report.register(commands)
+    # Passed through to the reference (see main); listed here for --help.
+    commands.add_parser(
+        "serve-reference",
+        help="run the reference implementation (python -m reference serve ...)",
+        add_help=False,
     )
-    run = commands.add_parser(
+    commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
+    for command in (keygen, attest, verify_attestation, load):
+        command.register(commands)
+    return parser
+
+
+def _add_run(commands: Any) -> None:
+    run_parser = commands.add_parser(
         "run",
         help="run the checks and write the reports",
         description="Run the checks against a target profile, or against the embedded "
         "reference implementation when no profile is given.",
         epilog=_EXIT_CODES,
     )
-    run.add_argument(
+    run_parser.set_defaults(handler=run)
+    add = run_parser.add_argument
+    add(
         "--profile",
         type=Path,
         metavar="FILE",
         help="target profile (default: $GENAPI_PROFILE, "
         "else the embedded reference implementation)",
     )
-    run.add_argument(
+    add(
         "--only",
         action="append",
         default=[],
         metavar="ID",
         help="only the checks of this requirement id (repeatable)",
     )
-    run.add_argument(
+    add(
         "--area",
         action="append",
         default=[],
         metavar="AREA",
         help="only the checks of this area (repeatable)",
     )
-    run.add_argument(
+    add(
         "--report-dir",
         type=Path,
         metavar="DIR",
         help="where the reports go (default: reports/<UTC timestamp>/)",
     )
-    run.add_argument(
+    add(
         "--workers",
         type=int,
         default=2,
         metavar="N",
         help="parallel pytest-xdist workers (default 2; 0 runs in this process)",
     )
-    run.add_argument(
+    add(
         "--fault",
         action="append",
         default=[],
@@ -141,28 +164,37 @@ def _parser() -> argparse.ArgumentParser:
         help="inject this fault into the embedded reference (repeatable; "
         "see `genapi-conformance faults`)",
     )
-    run.add_argument(
+    add(
         "--variant",
         action="store_true",
         help="run against the embedded reference taking the other legitimate side of every "
         "choice the spec leaves open (its profile declares them)",
     )
-    run.add_argument(
+    add(
         "-k",
         dest="keyword",
         metavar="EXPR",
         help="only checks whose names match this pytest -k expression",
     )
-    init = commands.add_parser("init-profile", help="write the commented profile template")
-    init.add_argument("path", type=Path)
-    init.add_argument("--force", action="store_true", help="replace an existing file")
-    commands.add_parser(
-        "serve-reference",
-        help="run the reference implementation (python -m reference serve ...)",
-        add_help=False,
+    add(
+        "--strict",
+        action="store_true",
+        help="warnings (interpretations not met) fail the run too: exit 1",
     )
-    commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
-    return parser
+    loudness = run_parser.add_mutually_exclusive_group()
+    loudness.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress; the summary is the verdict, the counts and the report's path",
+    )
+    loudness.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="a line per check that does not pass as it finishes; "
+        "the summary lists skipped and untested requirements too",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,12 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         options = parser.parse_args(args)
     except SystemExit as exit_:
         return EXIT_OK if exit_.code == 0 else EXIT_USAGE
-    if options.command == "run":
-        return run(options)
-    if options.command == "init-profile":
-        return init_profile(options.path, force=options.force)
-    parser.print_help()
-    return EXIT_USAGE
+    handler = getattr(options, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_USAGE
+    code: int = handler(options)
+    return code
 
 
 def init_profile(path: Path, *, force: bool = False) -> int:
@@ -196,7 +228,7 @@ def init_profile(path: Path, *, force: bool = False) -> int:
 
 def run(options: argparse.Namespace) -> int:
     """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if options.workers < 0:
         err.print("genapi-conformance: --workers must be 0 or more")
         return EXIT_USAGE
@@ -217,8 +249,9 @@ def run(options: argparse.Namespace) -> int:
         except ProfileError as error:
             err.print(str(error), markup=False)
             return EXIT_USAGE
+        target = Preloaded(profile_arg, profile, ("--profile", str(profile_arg)))
         with _serve_dns(profile, profile_arg, err):
-            return _run_pytest(options, Preloaded(profile_arg, profile), report_dir, err)
+            return _run_pytest(options, target, report_dir)
     err.print(
         "no --profile: starting the embedded reference implementation"
         + (" (variant)" if options.variant else "")
@@ -232,7 +265,11 @@ def run(options: argparse.Namespace) -> int:
                 # The embedded reference wrote a profile we cannot read: our bug.
                 err.print(str(error), markup=False)
                 return EXIT_HARNESS
-            return _run_pytest(options, Preloaded(embedded_profile, profile), report_dir, err)
+            rerun_target = tuple(word for name in options.fault for word in ("--fault", name)) + (
+                ("--variant",) if options.variant else ()
+            )
+            target = Preloaded(embedded_profile, profile, rerun_target)
+            return _run_pytest(options, target, report_dir)
     except LaunchError as error:
         err.print(f"genapi-conformance: {error}", markup=False)
         return EXIT_HARNESS
@@ -299,54 +336,6 @@ def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) ->
     return args
 
 
-class _Progress:
-    """A pytest plugin that shows a live count of finished checks (controller side)."""
-
-    def __init__(self, console: Console) -> None:
-        self.progress = Progress(
-            TextColumn("checks"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[tally]}"),
-            TimeElapsedColumn(),
-            console=console,
-            auto_refresh=False,  # refreshed per report: no thread writing during a check
-            transient=True,
-        )
-        self.task = self.progress.add_task("checks", total=None, tally="")
-        self.tally: dict[str, int] = {}
-
-    def pytest_sessionstart(self) -> None:
-        self.progress.start()
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if session.items:  # under xdist the controller collects nothing: see below
-            self.progress.update(self.task, total=len(session.items))
-            self.progress.refresh()
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
-        self.progress.update(self.task, total=len(ids))
-        self.progress.refresh()
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "teardown":
-            self.progress.advance(self.task)
-        if report.when == "call" or (report.when == "setup" and not report.passed):
-            kind: str = report.outcome
-            if report.when == "setup" and report.failed:
-                kind = "error"
-            elif is_warning(report):
-                kind = "warn"
-            self.tally[kind] = self.tally.get(kind, 0) + 1
-            text = " ".join(f"{n} {k}" for k, n in sorted(self.tally.items()))
-            self.progress.update(self.task, tally=text)
-        self.progress.refresh()
-
-    def pytest_sessionfinish(self) -> None:
-        self.progress.stop()
-
-
 @contextlib.contextmanager
 def _pytest_output(path: Path) -> Iterator[IO[str]]:
     with path.open("w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
@@ -359,20 +348,29 @@ class _Verdicts:
     def __init__(self, redactor: Redactor) -> None:
         self.verdicts: RunVerdicts | None = None
         self.redactor = redactor
+        self.reproduction = Reproduction()
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         state = config.stash.get(RUN_KEY, None)  # None: the plugin refused the options
         if state is not None:
             self.verdicts, self.redactor = state.verdicts, state.redactor
+            self.reproduction = reproduction(config, state)
 
 
-def _run_pytest(
-    options: argparse.Namespace, target: Preloaded, report_dir: Path, err: Console
-) -> int:
+def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
-    progress, kept = _Progress(err), _Verdicts(target.profile.redactor())
-    with tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch:
-        # pytest's terminal output goes to a file (the live count is on stderr); it is
+    kept = _Verdicts(target.profile.redactor())
+    started = time.monotonic()
+    # The progress writes to its own copy of stderr: pytest captures file descriptor 2
+    # while a check runs, and progress lines come from a timer while checks run.
+    with (
+        os.fdopen(os.dup(sys.stderr.fileno()), "w", encoding="utf-8") as stderr,
+        tempfile.TemporaryDirectory(prefix="genapi-run-") as scratch,
+    ):
+        progress = RunProgress(
+            stderr, live=stderr.isatty(), quiet=options.quiet, verbose=options.verbose
+        )
+        # pytest's terminal output goes to a file (the progress is on stderr); it is
         # redacted before it joins the reports.
         log = Path(scratch) / PYTEST_LOG
         with _pytest_output(log):
@@ -382,18 +380,29 @@ def _run_pytest(
         # The run's redactor: it also knows the secrets created during the run.
         (report_dir / PYTEST_LOG).write_bytes(kept.redactor.bytes(log.read_bytes()))
     # Every other artifact was redacted by the plugin as pytest finished.
+    end = RunEnd(
+        target=target.profile.name,
+        verdicts=kept.verdicts,
+        report_dir=report_dir,
+        duration_s=time.monotonic() - started,
+        pytest_code=int(code),
+        reproduction=kept.reproduction,
+        strict=options.strict,
+    )
+    console = Console(highlight=False, soft_wrap=True)
+    summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)
     counts = None if kept.verdicts is None else _counts(kept.verdicts)
-    _summarise(Console(highlight=False), target.profile, kept.verdicts, report_dir, int(code))
-    return exit_code(int(code), counts)
+    return exit_code(int(code), counts, strict=options.strict)
 
 
 def _counts(verdicts: RunVerdicts) -> dict[str, int]:
     return {verdict.value: count for verdict, count in verdicts.counts().items()}
 
 
-def exit_code(pytest_code: int, counts: Mapping[str, int] | None) -> int:
+def exit_code(pytest_code: int, counts: Mapping[str, int] | None, *, strict: bool = False) -> int:
     """The run's exit code from pytest's and the verdict counts (see the module docstring);
-    *counts* is None when pytest stopped before judging anything."""
+    *counts* is None when pytest stopped before judging anything. *strict*: a warning
+    fails the run too."""
     if pytest_code == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
     if counts is None or pytest_code in (
@@ -407,59 +416,9 @@ def exit_code(pytest_code: int, counts: Mapping[str, int] | None) -> int:
         return EXIT_HARNESS
     if pytest_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         return EXIT_HARNESS
+    if strict and counts.get("warn", 0):
+        return EXIT_FAILED
     return EXIT_OK
-
-
-_STYLES = {
-    "fail": "bold red",
-    "error": "bold magenta",
-    "warn": "yellow",
-    "pass": "green",
-    "skip": "dim",
-    "untested": "dim",
-}
-
-
-def _summarise(
-    console: Console,
-    profile: Profile,
-    verdicts: RunVerdicts | None,
-    report_dir: Path,
-    pytest_code: int,
-) -> None:
-    """One screen: counts by verdict, what failed (ids with titles), where the reports are."""
-    if verdicts is None:
-        console.print(
-            f"[bold red]no results: pytest stopped (exit {pytest_code}); "
-            f"see {report_dir / PYTEST_LOG}[/]"
-        )
-        return
-    table = Table(title=Text(f"Conformance of {profile.name}"))
-    table.add_column("verdict")
-    table.add_column("requirements", justify="right")
-    for verdict, count in verdicts.counts().items():
-        table.add_row(f"[{_STYLES.get(verdict.value, '')}]{verdict.value}[/]", str(count))
-    console.print(table)
-    for verdict in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN):
-        listed = verdicts.with_verdict(verdict)
-        shown = listed[:15]
-        for rv in shown:
-            line = Text(f"{verdict.value.upper():5} ", style=_STYLES[verdict.value])
-            # Ids and titles are plain text, never markup; the reasons are in the reports.
-            line.append(f"{rv.requirement.id:<20} {rv.requirement.heading}")
-            console.print(line, no_wrap=True, overflow="ellipsis")
-        if len(listed) > len(shown):
-            console.print(f"      … and {len(listed) - len(shown)} more {verdict.value}")
-    verdict_line = (
-        "[bold green]conformant[/]: no MUST requirement failed"
-        if verdicts.ok
-        else "[bold red]not conformant[/]"
-    )
-    console.print(verdict_line)
-    console.print(
-        f"reports: {report_dir} ({HTML_NAME}, {JSON_NAME}, {JUNIT_NAME}, "
-        f"{ALLURE_DIR}/, {PYTEST_LOG})"
-    )
 
 
 if __name__ == "__main__":

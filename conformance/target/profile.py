@@ -195,6 +195,9 @@ class Profile:
     wire: WireProfile = field(default_factory=WireProfile)
     rate: RateProfile = field(default_factory=RateProfile)
     source: str = "<memory>"
+    #: The environment variable each secret was read from (``keys.primary.key`` →
+    #: ``ACME_KEY``), for reproduction lines that name the variables the user already set.
+    secret_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def key(self, role: str) -> KeyProfile:
         """The key of *role*; :class:`CapabilityMissing` (a skip) when the profile has none."""
@@ -407,9 +410,15 @@ def _base_url_problems(document: Mapping[str, Any]) -> list[str]:
 
 
 def _secret(
-    table: Mapping[str, Any], name: str, where: str, env: Mapping[str, str], problems: list[str]
+    table: Mapping[str, Any],
+    name: str,
+    where: str,
+    env: Mapping[str, str],
+    problems: list[str],
+    env_names: dict[str, str],
 ) -> Secret | None:
-    """Resolve ``name`` or ``name_env`` of *table*; record a problem when neither works."""
+    """Resolve ``name`` or ``name_env`` of *table*; record a problem when neither works,
+    and in *env_names* the variable it came from."""
     direct = table.get(name)
     env_name = table.get(f"{name}_env")
     if isinstance(direct, str) and isinstance(env_name, str):
@@ -425,6 +434,7 @@ def _secret(
                 f"export {env_name}, or set {name} in the profile"
             )
             return None
+        env_names[f"{where}.{name}"] = env_name
         return Secret(value)
     return None
 
@@ -454,10 +464,11 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
     adapter, adapter_problems = parse_declaration(document.get("adapter"))
     problems += adapter_problems
     keys: dict[str, KeyProfile] = {}
+    env_names: dict[str, str] = {}
     for role, table in document.get("keys", {}).items():
         where = f"keys.{role}"
-        key = _secret(table, "key", where, env, problems)
-        signing = _secret(table, "signing_secret", where, env, problems)
+        key = _secret(table, "key", where, env, problems, env_names)
+        signing = _secret(table, "signing_secret", where, env, problems, env_names)
         if key is not None:
             keys[role] = KeyProfile(
                 role=role,
@@ -471,8 +482,8 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
     sessions: dict[str, SessionProfile] = {}
     for name, table in document.get("sessions", {}).items():
         where = f"sessions.{name}"
-        token = _secret(table, "token", where, env, problems)
-        password = _secret(table, "password", where, env, problems)
+        token = _secret(table, "token", where, env, problems, env_names)
+        password = _secret(table, "password", where, env, problems, env_names)
         sessions[name] = SessionProfile(
             name=name, token=token, email=table.get("email"), password=password
         )
@@ -526,6 +537,7 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         wire=WireProfile(**document.get("wire", {})),
         rate=RateProfile(**document.get("rate", {})),
         source=source,
+        secret_env=MappingProxyType(env_names),
     )
 
 

@@ -73,6 +73,13 @@ def test_exit_code_from_pytest_and_verdicts(
     assert exit_code(pytest_code, None if results is None else results["counts"]) == expected
 
 
+def test_strict_makes_warnings_fail_the_run() -> None:
+    warned = _counts(warn=2, **{"pass": 3})["counts"]
+    assert exit_code(0, warned) == EXIT_OK
+    assert exit_code(0, warned, strict=True) == EXIT_FAILED
+    assert exit_code(0, _counts(**{"pass": 3})["counts"], strict=True) == EXIT_OK
+
+
 def _options(**overrides: Any) -> argparse.Namespace:
     values: dict[str, Any] = {"only": [], "area": [], "workers": 2, "keyword": None}
     values.update(overrides)
@@ -209,29 +216,52 @@ def _report(when: Any, outcome: Any, **extra: object) -> pytest.TestReport:
     return report
 
 
-def test_progress_counts_checks_and_tallies_warnings_apart() -> None:
-    from io import StringIO
+def test_progress_lines_count_checks_by_verdict_and_name_long_running_ones() -> None:
+    from conformance.run.progress import RunProgress
 
-    from rich.console import Console
+    now = [100.0]
+    stream = io.StringIO()
+    progress = RunProgress(stream, live=False, verbose=True, clock=lambda: now[0])
+    progress.started = 100.0
+    progress.pytest_xdist_node_collection_finished(node=None, ids=["a", "b", "c", "d"])
+    for nodeid, verdict in [("a", "warn"), ("b", "fail")]:
+        progress.pytest_runtest_logstart(nodeid)
+        progress.pytest_runtest_logreport(
+            _report("teardown", "passed", nodeid=nodeid, user_properties=[("verdict", verdict)])
+        )
+    progress.pytest_runtest_logstart("c::timing_chain")
+    now[0] = 160.0
+    line = progress.line()
+    assert line.startswith("[ 1m00s] checks 2/4; 1 failed, 1 warned")
+    assert "running long: c::timing_chain (1m00s)" in line
+    assert line.endswith("ETA 1m00s")
+    assert stream.getvalue().splitlines() == ["WARN  a", "FAIL  b"], "-v: one line per check"
 
-    from conformance.run.cli import _Progress
 
-    progress = _Progress(Console(file=StringIO()))
-    progress.pytest_xdist_node_collection_finished(node=None, ids=["a", "b", "c"])
-    for when, outcome, extra in [
-        ("setup", "passed", {}),
-        ("call", "failed", {"genapi_warn": True}),
-        ("teardown", "passed", {}),
-        ("setup", "failed", {}),
-        ("teardown", "passed", {}),
-        ("setup", "passed", {}),
-        ("call", "passed", {}),
-        ("teardown", "passed", {}),
-    ]:
-        progress.pytest_runtest_logreport(_report(when, outcome, **extra))
-    assert progress.tally == {"warn": 1, "error": 1, "passed": 1}
-    task = progress.progress.tasks[0]
-    assert (task.completed, task.total) == (3, 3)
+def test_progress_prints_plain_lines_on_a_timer_off_a_terminal() -> None:
+    """Off a TTY a line comes every interval, also while no check finishes."""
+    import threading
+
+    from conformance.run.progress import RunProgress
+
+    written = threading.Event()
+
+    class Sink(io.StringIO):
+        def flush(self) -> None:
+            written.set()
+
+    sink = Sink()
+    progress = RunProgress(sink, live=False, interval=0.05)
+    progress.pytest_sessionstart()
+    try:
+        assert written.wait(timeout=10), "no progress line within 10 s"
+    finally:
+        progress.pytest_sessionfinish()
+    assert sink.getvalue().splitlines()[0].endswith("checks 0/?")
+    quiet = RunProgress(io.StringIO(), live=False, quiet=True, interval=0.01)
+    quiet.pytest_sessionstart()
+    quiet.pytest_sessionfinish()
+    assert quiet._ticker is None, "--quiet: no progress at all"
 
 
 def _dns_profile(tmp_path: Path, port: int) -> Path:

@@ -86,3 +86,23 @@ def test_bands_must_nest() -> None:
 def test_measurement_round_trips() -> None:
     measured = findings.Measurement("R", "q", 1.5, "s", "warn", (1.0, 1.2), (1.0, 2.0))
     assert findings.Measurement.from_dict(measured.to_dict()) == measured
+
+
+def test_trace_keeps_the_latest_look_at_each_chain(running: findings.CheckFindings) -> None:
+    first = findings.Arrival(0.0, "1", 500, 0.0)
+    early = findings.ChainTrace("always-500", (first,), 10.0, (1.0, 2.0), 0.5)
+    second = findings.Arrival(1.02, "2", 500, 0.0)
+    later = findings.ChainTrace("always-500", (first, second), 10.0, (1.0, 2.0), 0.5)
+    other = findings.ChainTrace(
+        "silent", (findings.Arrival(0.0, None, 200, 16.0),), 10.0, (1.0, 2.0), 0.5
+    )
+    findings.trace(early)
+    findings.trace(other)
+    findings.trace(later)
+    assert running.chains == [other, later]
+    assert findings.ChainTrace.from_dict(later.to_dict()) == later
+
+
+def test_trace_outside_a_check_is_dropped() -> None:
+    findings.trace(findings.ChainTrace("lone", (), 10.0, (1.0, 2.0), 0.5))
+    assert findings.end() is None

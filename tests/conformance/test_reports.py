@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conformance.catalog import Level, Need, Requirement
 from conformance.evidence import Exchange
+from conformance.findings import Arrival, ChainTrace
 from conformance.reports import (
     RunInfo,
     new_report_dir,
@@ -17,6 +18,8 @@ from conformance.reports import (
     results_document,
     write_reports,
 )
+from conformance.reports.html_assets import SCRIPT
+from conformance.reports.html_charts import allowed_window, timeline_svg
 from conformance.secrets import Redactor
 from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge
 
@@ -119,7 +122,8 @@ def test_results_document_references_checks_and_exchanges() -> None:
 
 def test_html_escapes_everything_from_the_run() -> None:
     page = render_html(_info(), _run())
-    assert "<script" not in page.lower()
+    assert page.lower().count("<script") == 1, "the page's own filter script, nothing else"
+    assert f"<script>{SCRIPT}</script>" in page
     assert "&lt;script&gt;" in page
     assert "alert(&#x27;owned&#x27;)" in page
 
@@ -134,7 +138,6 @@ def test_html_is_self_contained() -> None:
 
 def test_html_lists_summary_failures_first_and_untested() -> None:
     page = render_html(_info(), _run())
-    assert "Summary by requirement" in page
     assert "Untested (1)" in page and "KEY-PREFIX-01" in page
     tier_fail = page.index("id='req-TIER-READ-01'")
     tier_warn = page.index("id='req-TIER-READ-02'")
@@ -179,3 +182,152 @@ def test_new_report_dir_is_a_fresh_timestamped_path(tmp_path: Path) -> None:
     first.mkdir()
     second = new_report_dir(tmp_path)
     assert second != first and not second.exists()
+
+
+def test_html_banner_says_not_conformant_why_counts_and_duration() -> None:
+    page = render_html(_info(), _run())
+    banner = page[page.index("<div class='banner") : page.index("</div>", page.index("banner"))]
+    assert "banner bad" in banner and "Not conformant" in banner
+    assert "1 stated requirement(s) failed: TIER-READ-01" in banner
+    assert "1 fail" in banner and "1 warn" in banner and "1 untested" in banner
+    assert "checks: 2 (1 passed, 1 failed" in banner
+    assert "duration 0 min 42 s" in banner
+
+
+def test_html_banner_is_green_when_only_warnings() -> None:
+    checks = [
+        CheckResult(
+            nodeid="conformance/checks/test_tier.py::test_warned",
+            requirement_ids=("TIER-READ-02",),
+            outcome=Outcome.FAILED,
+            duration=0.1,
+            message="AssertionError: an interpretation",
+        )
+    ]
+    page = render_html(_info(), judge([_requirement("TIER-READ-02", Level.INTERPRETATION)], checks))
+    assert "banner ok" in page and ">Conformant<" in page
+    assert "1 interpretation(s) not met, reported as warnings only: TIER-READ-02" in page
+
+
+def test_html_rows_show_the_statement_and_carry_filter_data() -> None:
+    page = render_html(_info(), _run())
+    row = page[page.index("id='req-TIER-READ-01'") :]
+    assert row.index("statement of TIER-READ-01 &amp; more") < row.index("</summary>")
+    assert "data-verdict='fail' data-area='TIER'" in row
+    assert "data-search='tier-read-01 statement of tier-read-01 &amp; more" in row
+    assert "<select id='f-area'><option value=''>all</option><option value='KEY'>" in page
+
+
+def test_html_shows_control_bytes_escaped() -> None:
+    checks = [
+        CheckResult(
+            nodeid="conformance/checks/test_tier.py::test_bytes",
+            requirement_ids=("TIER-READ-01",),
+            outcome=Outcome.FAILED,
+            duration=0.1,
+            message="AssertionError: saw \x1b[31mred\x00 \u202etxt.exe",
+            exchanges=(_exchange("a\x07b\r\nc\td"),),
+        )
+    ]
+    page = render_html(_info(), judge([_requirement("TIER-READ-01")], checks))
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", page), "no raw control byte"
+    assert "<span class='ctl'>\\x1b</span>[31mred<span class='ctl'>\\x00</span>" in page
+    assert "<span class='ctl'>\\u202e</span>txt.exe" in page
+    assert "a<span class='ctl'>\\x07</span>b<span class='ctl'>\\x0d</span>\nc\td" in page
+
+
+def test_html_keeps_passing_exchanges_to_one_line_each() -> None:
+    body = "PASSING-BODY " * 100
+    checks = [
+        CheckResult(
+            nodeid="conformance/checks/test_tier.py::test_ok",
+            requirement_ids=("TIER-FIELD-01",),
+            outcome=Outcome.PASSED,
+            duration=0.1,
+            exchanges=(_exchange(body), _exchange(body)),
+        )
+    ]
+    page = render_html(_info(), judge([_requirement("TIER-FIELD-01")], checks))
+    assert "PASSING-BODY" not in page and "curl -sS" not in page
+    assert "exchange #1: GET http://127.0.0.1:8765/v1/account/tier → 500" in page
+
+
+def _chain(*arrivals: tuple[float, int, float]) -> ChainTrace:
+    return ChainTrace(
+        name="slow-target",
+        arrivals=tuple(
+            Arrival(at, str(i + 1), status, held) for i, (at, status, held) in enumerate(arrivals)
+        ),
+        timeout=10.0,
+        backoffs=(1.0, 2.0),
+        tolerance=0.5,
+    )
+
+
+def test_allowed_window_spans_both_readings_of_the_backoff() -> None:
+    at_once = _chain((0.0, 500, 0.0), (1.0, 500, 0.0), (3.0, 500, 0.0), (4.0, 500, 0.0))
+    assert allowed_window(at_once, 1) == (0.5, 1.5)
+    assert allowed_window(at_once, 2) == (2.5, 3.5)
+    assert allowed_window(at_once, 3) is None, "there are 3 attempts at most"
+    # Held past the 10 s timeout: the 2nd attempt is due 10 s (backoff from the start)
+    # to 11 s (from the end) after the first.
+    assert allowed_window(_chain((0.0, 200, 16.0), (10.4, 200, 0.0)), 1) == (9.5, 11.5)
+
+
+def test_timeline_marks_attempts_against_their_windows() -> None:
+    svg = timeline_svg(_chain((0.0, 500, 0.0), (0.1, 500, 0.0), (3.2, 500, 0.0), (9.0, 500, 0.0)))
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert svg.count("class='arrival") == 4
+    assert svg.count("class='arrival late'") == 3, "a 0.1 s backoff, a 4th attempt"
+    assert "class='window'" in svg and "class='forbidden'" in svg
+    assert "+0.10 s, replied 500 at once" in svg
+    held = timeline_svg(_chain((0.0, 200, 16.0), (10.6, 200, 0.0)))
+    assert "class='timeout'" in held and "held 16 s (over the 10 s timeout) then 200" in held
+    assert "class='arrival on-time'" in held and "late" not in held
+
+
+def test_html_draws_a_timeline_for_each_chain_a_check_saw() -> None:
+    checks = [
+        CheckResult(
+            nodeid="conformance/checks/test_delivery_retries.py::test_backoff",
+            requirement_ids=("DLV-BACKOFF-01",),
+            outcome=Outcome.FAILED,
+            duration=3.0,
+            message="AssertionError: 0.10 s",
+            chains=(_chain((0.0, 500, 0.0), (0.1, 500, 0.0)),),
+        )
+    ]
+    verdicts = judge([_requirement("DLV-BACKOFF-01", area="DLV")], checks)
+    page = render_html(_info(), verdicts)
+    assert "delivery chain <code>slow-target</code>" in page and "<svg class='timeline'" in page
+    restored = CheckResult.from_dict(json.loads(json.dumps(checks[0].to_dict())))
+    assert restored.chains == checks[0].chains, "chains travel from xdist workers as data"
+
+
+def test_html_charts_remaining_requests_for_rate_checks() -> None:
+    def limited(at: float, remaining: int, status: int) -> Exchange:
+        return Exchange(
+            method="GET",
+            url="http://127.0.0.1:8765/v1/account/tier",
+            request_headers=(),
+            request_body="",
+            status=status,
+            response_headers=(("X-RateLimit-Remaining", str(remaining)),),
+            response_body="",
+            elapsed_ms=1.0,
+            started_at=1_800_000_000.0 + at,
+        )
+
+    checks = [
+        CheckResult(
+            nodeid="conformance/checks/test_rate.py::test_rpm",
+            requirement_ids=("RATE-RPM-01",),
+            outcome=Outcome.FAILED,
+            duration=3.0,
+            message="AssertionError: limited early",
+            exchanges=(limited(0, 2, 200), limited(0.5, 1, 200), limited(1, 0, 429)),
+        )
+    ]
+    page = render_html(_info(), judge([_requirement("RATE-RPM-01", area="RATE")], checks))
+    assert "<svg class='ratechart'" in page
+    assert page.count("class='served'") == 2 and page.count("class='limited'") == 1

@@ -15,7 +15,9 @@ What it adds to pytest, one concern per module:
   :class:`~conformance.verdicts.CheckResult`, carried to the controller under xdist;
 * :mod:`.run`: verdicts per requirement at the end of the run, the reports
   (``results.json``, ``report.html``; with ``--report-dir`` or a profile also
-  ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings.
+  ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings;
+* :mod:`.junit` and :mod:`.allure`: JUnit and Allure settled against the verdicts once
+  the run is over (a warning is never a failure there either), Allure with the evidence.
 
 Outside a conformance run (the project's own tests) it stays out of the way: tests that
 cite no requirement and live outside the checks folders are not touched.
@@ -23,17 +25,20 @@ cite no requirement and live outside the checks folders are not touched.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.reports import ALLURE_DIR, JUNIT_NAME
 from conformance.run.plugin import capabilities, citations, results
+from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
+from conformance.run.plugin.junit import settle_junit
 from conformance.run.plugin.options import NEEDS_MARKERS, add_options, register_markers
 from conformance.run.plugin.redaction import redact_artifacts
 from conformance.run.plugin.results import CHECK_RESULT_KEY, is_warning
-from conformance.run.plugin.run import RunHooks
+from conformance.run.plugin.run import RunHooks, reproduction
 from conformance.run.plugin.state import RUN_KEY, WORKER_REPORT_DIR, RunState, resolve, run_state
 
 __all__ = [
@@ -90,7 +95,18 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.allure_report_dir = str(state.report_dir / ALLURE_DIR)
         if not state.is_worker:
             # Registered first, so it runs last: after JUnit and Allure wrote their files.
-            config.add_cleanup(lambda: redact_artifacts(state))
+            config.add_cleanup(lambda: _settle_artifacts(config, state))
+
+
+def _settle_artifacts(config: pytest.Config, state: RunState) -> None:
+    """JUnit and Allure made to agree with the verdicts, then every artifact redacted."""
+    xmlpath = config.option.xmlpath
+    if xmlpath:
+        settle_junit(Path(xmlpath))
+    allure_dir = getattr(config.option, "allure_report_dir", None)
+    if allure_dir:
+        settle_allure(Path(allure_dir), state.results, state.catalog, reproduction(config, state))
+    redact_artifacts(state)
 
 
 @pytest.hookimpl(optionalhook=True)

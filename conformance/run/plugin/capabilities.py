@@ -32,7 +32,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     findings.begin(ids)
     state = run_state(item.config)
     if item.config.pluginmanager.has_plugin("allure_listener"):
-        allure_labels(state.catalog, ids)
+        allure_labels(state.catalog, ids, item.nodeid)
     if state.profile is not None:
         missing = missing_capability(_needs(item, state.catalog, ids), state.profile)
         if missing:

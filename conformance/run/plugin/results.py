@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from conformance import findings
+from conformance.catalog import Catalog
 from conformance.evidence import Exchange
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.redaction import longrepr_text, redact_report
@@ -22,9 +23,27 @@ from conformance.run.plugin.state import run_state
 from conformance.secrets import Redactor
 from conformance.target.client import EXCHANGES_KEY
 from conformance.target.profile import CapabilityMissing
-from conformance.verdicts import CheckResult, Outcome, Verdict, check_verdict, trim_exchanges
+from conformance.verdicts import (
+    CheckResult,
+    Outcome,
+    Verdict,
+    aggregate,
+    check_judgement,
+    check_verdict,
+    trim_exchanges,
+)
 
-__all__ = ["CHECK_ATTR", "CHECK_RESULT_KEY", "IDS_ATTR", "is_warning"]
+__all__ = [
+    "CHECK_ATTR",
+    "CHECK_RESULT_KEY",
+    "IDS_ATTR",
+    "VERDICT_PROPERTY",
+    "WARNING_PROPERTY",
+    "check_overall",
+    "is_warning",
+    "reported_verdict",
+    "warning_text",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +67,10 @@ CHECK_RESULT_KEY = pytest.StashKey[CheckResult]()
 CHECK_ATTR = "genapi_check"  # report attribute that carries a CheckResult (as a dict)
 IDS_ATTR = "genapi_requirements"  # report attribute: the ids a check's report is about
 _WARN_ATTR = "genapi_warn"  # report attribute: this failure only breaks interpretations
+#: Properties of a check's teardown report (JUnit writes them on the test case): the
+#: check's one verdict, and what a warned check warns of.
+VERDICT_PROPERTY = "verdict"
+WARNING_PROPERTY = "warning"
 
 #: Exceptions that mean "the implementation did not do what the check asserts"; any other
 #: exception in a check is the harness breaking (a verdict of error, not fail).
@@ -89,6 +112,11 @@ def pytest_runtest_makereport(
         result = _check_result(item, ids, phases, redactor)
         item.stash[CHECK_RESULT_KEY] = result
         setattr(report, CHECK_ATTR, result.to_dict())
+        catalog = run_state(item.config).catalog
+        verdict = check_overall(result, catalog)
+        report.user_properties.append((VERDICT_PROPERTY, verdict.value))
+        if verdict is Verdict.WARN:
+            report.user_properties.append((WARNING_PROPERTY, warning_text(result, catalog)))
     return report
 
 
@@ -157,7 +185,32 @@ def _check_result(
         broken=item.stash.get(_BROKEN_KEY, ()) if outcome is Outcome.FAILED else (),
         warnings=tuple(findings.Finding(f.rule, redactor.text(f.message)) for f in found.warnings),
         measurements=tuple(found.measurements),
+        chains=tuple(found.chains),
     )
+
+
+def check_overall(check: CheckResult, catalog: Catalog) -> Verdict:
+    """One verdict for a whole check (JUnit, Allure and the CLI count checks by it): the
+    worst it gives any requirement it cites. A check that broke only interpretations, or
+    passed with warnings recorded, is ``warn``: never a failure."""
+    return aggregate(check_judgement(check, catalog[i]) for i in check.requirement_ids)
+
+
+def warning_text(check: CheckResult, catalog: Catalog) -> str:
+    """What a warned check warns of, one ``ID: reason`` line per requirement it warns."""
+    return "\n".join(
+        f"{i}: {check.about(i)}"
+        for i in check.requirement_ids
+        if check_judgement(check, catalog[i]) is Verdict.WARN
+    )
+
+
+def reported_verdict(report: pytest.TestReport) -> str | None:
+    """The check's verdict a teardown report carries (None for other reports)."""
+    for name, value in report.user_properties:
+        if name == VERDICT_PROPERTY and isinstance(value, str):
+            return value
+    return None
 
 
 def is_warning(report: pytest.TestReport) -> bool:

@@ -17,14 +17,15 @@ import pytest
 
 import conformance
 import genapi_spec
-from conformance.reports import RunInfo, write_reports
+from conformance.provenance import catalog_sha256, distribution_sha256
+from conformance.reports import Reproduction, RunInfo, write_reports
 from conformance.run.plugin.citations import WORKER_DESELECTED, WORKER_MAP, in_scope
 from conformance.run.plugin.redaction import longrepr_text
 from conformance.run.plugin.results import CHECK_ATTR, IDS_ATTR
 from conformance.run.plugin.state import RunState
 from conformance.verdicts import CheckResult, Outcome, judge
 
-__all__ = ["RunHooks"]
+__all__ = ["RunHooks", "reproduction"]
 
 
 class RunHooks:
@@ -112,6 +113,9 @@ class RunHooks:
             base_url=profile.base_url if profile is not None else None,
             started_at=self.state.started_at,
             finished_at=datetime.now(UTC),
+            suite_sha256=distribution_sha256(),
+            catalog_sha256=catalog_sha256(),
+            reproduction=reproduction(self.config, self.state),
         )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -127,3 +131,15 @@ class RunHooks:
                     f"{rv.verdict.value.upper():5} {rv.requirement.id}: {rv.reason}"
                 )
         terminalreporter.write_line(f"reports: {self.state.report_dir}")
+
+
+def reproduction(config: pytest.Config, state: RunState) -> Reproduction:
+    """How this run is repeated: its target, its ``-k`` selection, its secrets' variables."""
+    keyword = config.getoption("keyword", "")
+    profile = state.profile
+    return Reproduction(
+        target=state.target_args,
+        selection=("-k", keyword) if keyword else (),
+        secret_env=profile.secret_env if profile is not None else {},
+        secret_labels=tuple(profile.secrets()) if profile is not None else (),
+    )

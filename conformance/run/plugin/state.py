@@ -50,6 +50,9 @@ class RunState:
     is_worker: bool
     only: tuple[str, ...]
     areas: tuple[str, ...]
+    #: The arguments of ``genapi-conformance run`` that name this run's target, for rerun
+    #: lines (see :class:`Preloaded`).
+    target_args: tuple[str, ...] = ()
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     results: dict[str, CheckResult] = field(default_factory=dict)
     requirements_by_nodeid: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -72,10 +75,16 @@ RUN_KEY = pytest.StashKey[RunState]()
 @dataclass(frozen=True, eq=False)
 class Preloaded:
     """A profile already read by whoever starts pytest in this process (the CLI), handed
-    over as a plugin object so that the file is not read a second time."""
+    over as a plugin object so that the file is not read a second time.
+
+    *target_args* name the target as the user did (``--profile FILE`` as typed, or the
+    embedded reference's ``--fault``/``--variant``): *path* may be a temporary profile
+    that a rerun line must not name.
+    """
 
     path: Path
     profile: Profile
+    target_args: tuple[str, ...] = ()
 
 
 def profile_path(config: pytest.Config) -> Path | None:
@@ -94,8 +103,9 @@ def resolve(config: pytest.Config) -> RunState:
     path = profile_path(config)
     profile: Profile | None = None
     handed = [p for p in config.pluginmanager.get_plugins() if isinstance(p, Preloaded)]
+    target_args: tuple[str, ...] = () if path is None else ("--profile", str(path))
     if path is not None and handed and handed[0].path == path:
-        profile = handed[0].profile
+        profile, target_args = handed[0].profile, handed[0].target_args
     elif path is not None:
         try:
             profile = load_profile(path)
@@ -118,4 +128,5 @@ def resolve(config: pytest.Config) -> RunState:
         is_worker=workerinput is not None,
         only=tuple(config.getoption("genapi_only")),
         areas=tuple(config.getoption("genapi_area")),
+        target_args=target_args,
     )
