@@ -74,6 +74,10 @@ class DeliveryDeduper:
         self._capacity = capacity
         self._seen: OrderedDict[str, None] = OrderedDict()
 
+    def __contains__(self, delivery_id: object) -> bool:
+        """Whether *delivery_id* was noted (without noting it)."""
+        return delivery_id in self._seen
+
     def seen_before(self, delivery_id: str) -> bool:
         """Whether *delivery_id* was seen; notes it either way."""
         if delivery_id in self._seen:

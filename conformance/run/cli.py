@@ -13,7 +13,7 @@ Subcommands:
 * ``init-profile PATH``: write the commented profile template, to fill in for a target.
 * ``report allure RUN_DIR``: the Allure HTML report of a run (:mod:`.allure_report`).
 * ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
-* ``requirements``, ``verify-signature``, ``diff``, ``keygen``, ``attest``,
+* ``requirements``, ``verify-signature``, ``listen``, ``diff``, ``keygen``, ``attest``,
   ``verify-attestation``, ``load``: one module each in :mod:`conformance.run.commands`.
 
 Exit codes of ``run``: 0 no stated (MUST) requirement failed and the harness never broke
@@ -53,6 +53,7 @@ from conformance.run.commands import (
     attest,
     diff,
     keygen,
+    listen,
     load,
     requirements,
     verify_attestation,
@@ -135,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
         load,
         requirements,
         diff,
+        listen,
     ):
         command.register(commands)
     return parser

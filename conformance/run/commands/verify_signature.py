@@ -20,7 +20,7 @@ from conformance.secrets import Secret
 from conformance.target.wire import SECRET_KEYINGS, WireProfile
 from conformance.webhooks import verify_webhook
 
-__all__ = ["main", "register"]
+__all__ = ["add_secret_options", "main", "register", "secret_of"]
 
 DEFAULT_SECRET_ENV = "GENAPI_WEBHOOK_SECRET"  # noqa: S105 (a variable's name)
 
@@ -41,14 +41,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="a delivery header as received (repeatable)",
     )
     parser.add_argument("--signature", metavar="VALUE", help="the signature header's value")
-    secret = parser.add_mutually_exclusive_group()
-    secret.add_argument(
-        "--secret-env",
-        default=DEFAULT_SECRET_ENV,
-        metavar="VAR",
-        help=f"environment variable holding the secret (default {DEFAULT_SECRET_ENV})",
-    )
-    secret.add_argument("--secret-file", type=Path, metavar="FILE", help="file holding it")
+    add_secret_options(parser)
     parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
     parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
     parser.add_argument(
@@ -60,6 +53,20 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--now", type=float, metavar="UNIX", help="judge t against this time")
     parser.set_defaults(handler=main)
+
+
+def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``--secret-env VAR`` / ``--secret-file FILE``: where the webhook secret is read
+    (never from the command line itself)."""
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument(
+        "--secret-env",
+        default=DEFAULT_SECRET_ENV,
+        metavar="VAR",
+        help=f"environment variable holding the secret (default {DEFAULT_SECRET_ENV})"
+        + ("" if required else "; without one, signatures are not verified"),
+    )
+    secret.add_argument("--secret-file", type=Path, metavar="FILE", help="file holding it")
 
 
 def _headers(options: argparse.Namespace) -> dict[str, str] | str:
@@ -75,8 +82,8 @@ def _headers(options: argparse.Namespace) -> dict[str, str] | str:
     return headers
 
 
-def _secret(options: argparse.Namespace) -> Secret | str:
-    """The secret, or what is wrong (a str: the problem)."""
+def secret_of(options: argparse.Namespace) -> Secret | str:
+    """The secret :func:`add_secret_options` names, or what is wrong (a str)."""
     if options.secret_file is not None:
         try:
             return Secret(options.secret_file.read_text(encoding="utf-8").strip())
@@ -90,7 +97,7 @@ def _secret(options: argparse.Namespace) -> Secret | str:
 
 def main(options: argparse.Namespace) -> int:
     headers = _headers(options)
-    secret = _secret(options)
+    secret = secret_of(options)
     if isinstance(headers, str) or isinstance(secret, str):
         problem = headers if isinstance(headers, str) else secret
         print(f"genapi-conformance: {problem}", file=sys.stderr)
