@@ -58,6 +58,19 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 #: A backstop over the resolver's own timeout: validation never waits longer than this.
 RESOLVE_DEADLINE_S = 5.0
 
+_AUTHORITY = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^/?#]*)")
+
+
+def mask_userinfo(url: str) -> str:
+    """*url* with its userinfo (``user:pass@``) shown as ``***@``, for every echo of a
+    target URL: the credentials are kept and sent as Basic auth, never shown again."""
+    match = _AUTHORITY.match(url)
+    if match is None or "@" not in match["authority"]:
+        return url
+    host = match["authority"].rsplit("@", 1)[1]
+    return f"{match['scheme']}***@{host}{url[match.end() :]}"
+
+
 #: Where a refused host name's resolver answers go (never into the 400 body).
 log = logging.getLogger("reference.netguard")
 
