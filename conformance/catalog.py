@@ -5,7 +5,7 @@ is the spine of the suite: checks cite its ids with ``@pytest.mark.requirement(.
 reports give one verdict per id, and each fault of the reference implementation names
 the id it violates. This module loads the file, validates it against
 ``requirements.schema.json`` plus the rules a schema cannot state (unique ids, declared
-areas), and offers it as typed, immutable objects::
+areas, a reason only with ``observable: false``), and offers it as typed, immutable objects::
 
     from conformance.catalog import load_catalog, Level
 
@@ -97,6 +97,7 @@ class Need(StrEnum):
     DESTRUCTIVE = "destructive"
     SLOW = "slow"
     ADAPTER = "adapter"
+    CLOCK = "clock"
 
 
 class Party(StrEnum):
@@ -149,6 +150,11 @@ class Requirement:
     timing: Timing | None = None
     #: The spec text that states the requirement, single-spaced (see :func:`normalise_space`).
     quotes: tuple[str, ...] = ()
+    #: False when no black-box check can observe the rule (how a secret is stored): such a
+    #: requirement is never passed, and reports list it apart with
+    #: :attr:`unobservable_reason`, which says why.
+    observable: bool = True
+    unobservable_reason: str | None = None
 
     @property
     def topic(self) -> str:
@@ -255,6 +261,10 @@ class Catalog:
         """The MUST requirements that quote no spec text (a MUST is a rule the spec states,
         so each one should say where)."""
         return tuple(r for r in self.requirements if r.level is Level.MUST and not r.quotes)
+
+    def unobservable(self) -> tuple[Requirement, ...]:
+        """The requirements no black-box check can observe (``observable: false``)."""
+        return tuple(r for r in self.requirements if not r.observable)
 
     def unknown(self, ids: Iterable[str]) -> list[str]:
         """The ids among ``ids`` that the catalog does not hold, once each, in order."""
@@ -383,6 +393,12 @@ def _requirement(entry: Mapping[str, Any]) -> Requirement:
         party=Party(entry.get("party", Party.SERVICE)),
         timing=_timing(entry["timing"]) if "timing" in entry else None,
         quotes=_quotes(entry),
+        observable=entry.get("observable", True),
+        unobservable_reason=(
+            normalise_space(entry["unobservable_reason"])
+            if "unobservable_reason" in entry
+            else None
+        ),
     )
 
 
@@ -444,6 +460,11 @@ def _semantic_problems(document: Mapping[str, Any], spec: str | None) -> list[st
             problems.append(
                 f"{label}: area {match['area']!r} is not declared under `areas` "
                 f"(declared: {', '.join(areas)})"
+            )
+        if "unobservable_reason" in entry and entry.get("observable", True):
+            problems.append(
+                f"{label}: unobservable_reason given, but the entry is observable "
+                "(add observable: false, or drop the reason)"
             )
         if spec is not None:
             problems.extend(

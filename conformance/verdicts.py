@@ -8,7 +8,13 @@ against some of the rules it cites. :func:`check_judgement` turns that into a
 warning, never a failure: the spec did not state it; a failure that broke another rule
 says nothing of this one); the verdicts of every check of a requirement are aggregated into
 one :class:`RequirementVerdict`. A requirement that no check covered is ``untested`` and
-shown as such, so gaps stay visible.
+shown as such, so gaps stay visible; one that no black-box check can observe (the
+catalog's ``observable: false``) is ``unobservable``, listed apart and never passed.
+
+:class:`Coverage` says how many of the stated (MUST) rules a run checked, and gives the
+one verdict line every output prints (:meth:`Coverage.line`): "conformant" only when no
+MUST failed and every observable MUST was checked or skipped for a capability the profile
+lacks.
 
 Everything here is pure data and pure functions: the pytest plugin feeds it, the report
 writers read it.
@@ -16,6 +22,7 @@ writers read it.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +37,7 @@ __all__ = [
     "MAX_EXCHANGES",
     "SEVERITY",
     "CheckResult",
+    "Coverage",
     "Outcome",
     "RequirementVerdict",
     "RunVerdicts",
@@ -63,6 +71,8 @@ class Verdict(StrEnum):
     SKIP = "skip"
     ERROR = "error"
     UNTESTED = "untested"
+    #: No black-box check can observe the rule (the catalog says why): never a pass.
+    UNOBSERVABLE = "unobservable"
 
 
 #: The most exchanges a check keeps as evidence: the first ones show the setup, the last
@@ -79,6 +89,7 @@ SEVERITY: tuple[Verdict, ...] = (
     Verdict.PASS,
     Verdict.SKIP,
     Verdict.UNTESTED,
+    Verdict.UNOBSERVABLE,
 )
 
 
@@ -169,6 +180,8 @@ class RequirementVerdict:
     verdict: Verdict
     checks: tuple[CheckResult, ...]
     reason: str
+    #: Its checks exist but were filtered out of this run (--only, --area, -k, -m).
+    deselected: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,6 +190,9 @@ class RunVerdicts:
 
     requirements: tuple[RequirementVerdict, ...]
     checks: tuple[CheckResult, ...] = field(default=())
+    #: The catalog's requirements that --only or --area left out of this run: not judged,
+    #: and so not checked.
+    outside: tuple[Requirement, ...] = ()
 
     def counts(self) -> dict[Verdict, int]:
         """How many requirements got each verdict (every verdict present, zero or not)."""
@@ -194,6 +210,151 @@ class RunVerdicts:
         run fail: they are reported, not judged.
         """
         return not any(rv.verdict in (Verdict.FAIL, Verdict.ERROR) for rv in self.requirements)
+
+    def coverage(self) -> Coverage:
+        """How many of the stated rules this run checked, and the verdict line."""
+        return Coverage.of(self.requirements, self.outside)
+
+
+#: A skip for a capability the profile lacks: ``needs <capability>: <what to add>`` (the
+#: plugin's capability skips and ``CapabilityMissing`` word it so).
+_CAPABILITY_SKIP = re.compile(r"^needs (?P<capability>[^:]{1,80}): ")
+#: The most ids a verdict-line detail lists before it counts the rest.
+_LISTED_IDS = 40
+
+
+def _lacked_capability(rv: RequirementVerdict) -> str | None:
+    """The capability the profile lacks that made every check of a skipped requirement
+    skip (the first one named), or None when some skip had another reason."""
+    if rv.verdict is not Verdict.SKIP:
+        return None
+    skipped = [c for c in rv.checks if c.outcome is Outcome.SKIPPED]
+    found = [_CAPABILITY_SKIP.match(c.message) for c in skipped]
+    if not found or not all(found):
+        return None
+    first = found[0]
+    assert first is not None
+    return first["capability"]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The stated (MUST) duties of the implementation under test, by what a run did with
+    them: the truth behind the verdict line.
+
+    Every observable MUST of the service is in exactly one of ``checked`` (judged: pass,
+    warn or fail), ``lacking`` (every check skipped for a capability the profile lacks,
+    by capability) or ``unchecked`` (untested, not selected, skipped for another reason,
+    or a harness error) or ``outside`` (left out of the run by --only or --area).
+    ``unobservable`` holds the MUSTs no black-box check can observe.
+    """
+
+    checked: tuple[RequirementVerdict, ...]
+    failed: tuple[RequirementVerdict, ...]
+    lacking: Mapping[str, tuple[RequirementVerdict, ...]]
+    unchecked: tuple[RequirementVerdict, ...]
+    unobservable: tuple[RequirementVerdict, ...]
+    outside: tuple[Requirement, ...] = ()
+
+    @classmethod
+    def of(
+        cls, verdicts: Iterable[RequirementVerdict], outside: Iterable[Requirement] = ()
+    ) -> Coverage:
+        checked, unchecked, unobservable = [], [], []
+        lacking: dict[str, list[RequirementVerdict]] = {}
+        for rv in verdicts:
+            requirement = rv.requirement
+            if not _service_must(requirement):
+                continue
+            if rv.verdict is Verdict.UNOBSERVABLE:
+                unobservable.append(rv)
+            elif rv.verdict in (Verdict.PASS, Verdict.WARN, Verdict.FAIL):
+                checked.append(rv)
+            elif (capability := _lacked_capability(rv)) is not None:
+                lacking.setdefault(capability, []).append(rv)
+            else:
+                unchecked.append(rv)
+        return cls(
+            checked=tuple(checked),
+            failed=tuple(rv for rv in checked if rv.verdict is Verdict.FAIL),
+            lacking={name: tuple(rvs) for name, rvs in sorted(lacking.items())},
+            unchecked=tuple(unchecked),
+            unobservable=tuple(unobservable),
+            outside=tuple(r for r in outside if _service_must(r) and r.observable),
+        )
+
+    @property
+    def conformant(self) -> bool:
+        """No MUST failed, and every observable MUST was checked or skipped for a
+        capability the profile lacks."""
+        return not self.failed and not self.unchecked and not self.outside
+
+    def line(self, target: str | None = None) -> str:
+        """The run's verdict in one sentence (plain text: every output words it so), with
+        *target* (the profile's name) after the verdict word when given: ``conformant:
+        TARGET: no failures among ...``, ``not conformant: TARGET: 1 of ...``, or, when
+        some were not checked, ``TARGET: no failures among the N ...; M not checked``."""
+        checked = _musts(len(self.checked))
+        unchecked = len(self.unchecked) + len(self.outside)
+        not_checked = f"; {unchecked} not checked" if unchecked else ""
+        if self.failed:
+            verdict = "not conformant"
+            words = f"{len(self.failed)} of the {checked} checked failed{not_checked}"
+        elif unchecked:
+            verdict = ""
+            words = f"no failures among the {checked} checked; {unchecked} not checked"
+        elif not self.lacking:
+            verdict = "conformant"
+            words = f"no failures among the {checked} checked, every observable one"
+        else:
+            verdict = "conformant"
+            skipped = ", ".join(f"{name} ({len(rvs)})" for name, rvs in self.lacking.items())
+            total = sum(len(rvs) for rvs in self.lacking.values())
+            words = (
+                f"no failures among the {checked} checked; {total} skipped for capabilities "
+                f"the profile lacks: {skipped}"
+            )
+        return ": ".join(part for part in (verdict, target, words) if part)
+
+    def details(self) -> list[str]:
+        """What the line counts, one line per group: the MUSTs not checked (each group of
+        a reason together), those skipped per lacking capability, the unobservable ones,
+        and how many a selection left out."""
+        lines = []
+        not_selected = [rv for rv in self.unchecked if rv.deselected]
+        groups = (
+            ("not checked", [rv for rv in self.unchecked if not rv.deselected]),
+            ("not selected in this run", not_selected),
+            *(
+                (f"skipped, the profile lacks {name}", list(rvs))
+                for name, rvs in self.lacking.items()
+            ),
+            ("cannot be observed from outside", list(self.unobservable)),
+        )
+        for label, rvs in groups:
+            if rvs:
+                lines.append(f"{label} ({len(rvs)}): {_ids([rv.requirement for rv in rvs])}")
+        if self.outside:  # counted, not listed: a selection leaves out most of the catalog
+            lines.append(
+                f"outside this run's selection (--only, --area): {_musts(len(self.outside))}"
+            )
+        return lines
+
+
+def _musts(count: int) -> str:
+    return f"{count} MUST requirement{'' if count == 1 else 's'}"
+
+
+def _service_must(requirement: Requirement) -> bool:
+    """A stated duty of the implementation under test (not an interpretation, not a
+    duty of the suite's own receiver or client)."""
+    return requirement.level is Level.MUST and requirement.party is Party.SERVICE
+
+
+def _ids(requirements: Sequence[Requirement]) -> str:
+    shown = ", ".join(r.id for r in requirements[:_LISTED_IDS])
+    more = len(requirements) - _LISTED_IDS
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def trim_exchanges(exchanges: Sequence[Exchange]) -> tuple[tuple[Exchange, ...], int]:
@@ -261,6 +422,8 @@ def _reason(
     verdict: Verdict, requirement: Requirement, checks: Sequence[CheckResult], deselected: bool
 ) -> str:
     if not checks:
+        if verdict is Verdict.UNOBSERVABLE:
+            return f"no black-box check can observe it: {requirement.unobservable_reason}"
         if deselected:
             return "its checks were not selected in this run (--only, --area, -k or -m)"
         return "no check in the suite verifies this requirement"
@@ -294,11 +457,14 @@ def judge(
     requirements: Iterable[Requirement],
     checks: Iterable[CheckResult],
     deselected_ids: frozenset[str] = frozenset(),
+    outside: Iterable[Requirement] = (),
 ) -> RunVerdicts:
     """Verdicts for ``requirements`` (catalog order kept) from the checks that ran.
 
     ``deselected_ids`` names requirements whose checks exist but were filtered out of this
-    run; they are still ``untested``, with a reason that says so.
+    run; they are still ``untested``, with a reason that says so. ``outside`` holds the
+    requirements --only or --area left out of the run: they get no verdict, and the
+    coverage counts them as not checked.
     """
     all_checks = tuple(checks)
     by_id: dict[str, list[CheckResult]] = {}
@@ -309,12 +475,16 @@ def judge(
     for requirement in requirements:
         evidence = by_id.get(requirement.id, [])
         verdict = aggregate(check_judgement(c, requirement) for c in evidence)
+        if not evidence and not requirement.observable:
+            verdict = Verdict.UNOBSERVABLE
+        deselected = requirement.id in deselected_ids
         verdicts.append(
             RequirementVerdict(
                 requirement=requirement,
                 verdict=verdict,
                 checks=tuple(evidence),
-                reason=_reason(verdict, requirement, evidence, requirement.id in deselected_ids),
+                reason=_reason(verdict, requirement, evidence, deselected),
+                deselected=deselected and not evidence,
             )
         )
-    return RunVerdicts(requirements=tuple(verdicts), checks=all_checks)
+    return RunVerdicts(requirements=tuple(verdicts), checks=all_checks, outside=tuple(outside))

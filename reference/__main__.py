@@ -22,6 +22,7 @@ from pathlib import Path
 import uvicorn
 
 from reference.app import build_service, create_app
+from reference.clock import TEST_CLOCK_PATH
 from reference.config import (
     VARIANT,
     VARIANT_TIMER_SLACK_S,
@@ -133,6 +134,13 @@ def _parser() -> argparse.ArgumentParser:
         "to the loop clock's next whole second, as aiohttp's timers do (default 0; "
         f"{VARIANT_TIMER_SLACK_S:g} with --variant)",
     )
+    serve.add_argument(
+        "--test-clock",
+        action="store_true",
+        help="TEST MODE: let a harness move the calendar clock of the daily limits forward "
+        '(POST /test/clock {"advance_seconds": N}); the provisioned profile declares it '
+        "as its [clock]",
+    )
     serve.add_argument("--key-prefix", default="gk")
     serve.add_argument(
         "--variant",
@@ -187,6 +195,12 @@ def _warn_non_default(config: Config) -> None:
             f"WARNING: test mode: delivery timers may fire up to "
             f"{config.delivery_timer_slack_s:g} s late (--timer-slack)\n"
         )
+    if config.test_clock:
+        sys.stderr.write(
+            "WARNING: TEST MODE: the calendar clock of the daily limits can be moved forward "
+            f"by anyone who can reach POST {TEST_CLOCK_PATH} (--test-clock)\n"
+        )
+        log_event("warning", message="test mode: movable clock", path=TEST_CLOCK_PATH)
     if config.egress != "loopback":
         sys.stderr.write(
             f"WARNING: deliveries may connect beyond loopback (--egress {config.egress})\n"
@@ -256,6 +270,7 @@ def serve(args: argparse.Namespace) -> int:
         egress=args.egress,
         delivery_timeout_s=args.delivery_timeout,
         delivery_timer_slack_s=_timer_slack(args),
+        test_clock=args.test_clock,
         faults=faults,
         master_secret=load_master_secret(store),
         choices=VARIANT if args.variant else Choices(),

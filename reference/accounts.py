@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reference.auth import SCOPES, hash_key, new_key_value, signing_secret_for
+from reference.clock import CLOCK, day_of
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.ids import new_id
@@ -28,6 +29,7 @@ __all__ = [
     "check_password",
     "create_account",
     "create_key",
+    "credit_day",
     "hash_password",
     "key_detail",
     "key_view",
@@ -64,7 +66,15 @@ KEY_DETAIL_SIGNING_SECRET_WRONG = Fault(
     "SIG-KEY-04",
     "the key detail view shows a secret that signs nothing",
 )
-
+CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT = Fault(
+    "credit-cap-resets-at-local-midnight",
+    "CREDIT-CAP-03",
+    "the daily credits are counted per calendar day of UTC+05:30, so the cap resets at "
+    "18:30 UTC instead of 00:00 UTC",
+)
+#: The zone of the fault CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT: a fixed offset, so the
+#: fault is the same whatever the process's TZ.
+_LOCAL_UTC_OFFSET_S = 5.5 * 3600
 
 #: Spec §2 and §8: active keys per account.
 MAX_ACTIVE_KEYS = 10
@@ -77,6 +87,13 @@ _FAULT_KEPT_VALUES: dict[str, str] = {}
 def now_iso() -> str:
     """Now as ISO 8601 with offset, e.g. ``2026-08-01T12:00:00.123+00:00``."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def credit_day(faults: Faults) -> str:
+    """The day the account's credits are counted in: the calendar day (UTC) of the
+    service's clock, for the cap that "resets 00:00 UTC" (spec §8)."""
+    offset = _LOCAL_UTC_OFFSET_S if faults.on(CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT) else 0.0
+    return day_of(CLOCK.now(), offset)
 
 
 def hash_password(password: str) -> str:

@@ -24,15 +24,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference.accounts import credit_day
 from reference.auth import Authenticator
+from reference.clock import clock_routes
 from reference.config import Config
 from reference.console import console_routes
 from reference.errors import ApiError, error_response, error_shape, render_api_error
 from reference.fault import Fault, Faults
-from reference.generations import OPERATIONS, GenerationService, Operation
+from reference.generations import GenerationService
 from reference.logs import log_event
-from reference.ratelimit import utc_day
 from reference.store import Store
+from reference.submits import OPERATIONS, Operation
 from reference.tiers import Tiers, load_tiers
 from reference.webhooks import SCHEMA_SQL, WebhookService, webhook_routes
 from reference.worker import GenerationWorker
@@ -73,6 +75,18 @@ TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE = Fault(
     "TIER-FIELD-06",
     "the tier record gives allowed_model_types as one comma-separated string",
 )
+TIER_VALUES_FIXED = Fault(
+    "tier-values-fixed",
+    "TIER-VALUES-01",
+    "the tier record reports fixed limits (60 requests per minute, …), not the account's tier",
+)
+#: Fault TIER_VALUES_FIXED: the numbers the tier record then reports for every account.
+_FIXED_LIMITS = {
+    "requests_per_minute": 60,
+    "requests_per_day": 10_000,
+    "concurrent_limit": 10,
+    "max_credits_per_day": 1_000,
+}
 TIER_PATH_UNVERSIONED = Fault(
     "tier-path-unversioned",
     "VER-PATH-01",
@@ -211,6 +225,8 @@ def core_routes(service: Service) -> list[BaseRoute]:
         faults = service.faults
         if faults.on(TIER_READ_REFUSED):
             raise ApiError(404, "no tier record for this key")
+        if faults.on(TIER_VALUES_FIXED):
+            record.update(_FIXED_LIMITS)
         if faults.on(TIER_ENDPOINT_WRONG_TYPE):
             record["requests_per_minute"] = str(record["requests_per_minute"])
         if faults.on(TIER_REQUESTS_PER_DAY_WRONG_TYPE):
@@ -227,7 +243,7 @@ def core_routes(service: Service) -> list[BaseRoute]:
 
     async def account_usage(request: Request) -> Response:
         key = auth.require_key(request, None)
-        day = utc_day()
+        day = credit_day(service.faults)
         rows = service.store.read(
             "SELECT credits FROM credit_days WHERE account_id = ? AND day = ?",
             (key.account_id, day),
@@ -290,6 +306,7 @@ def create_app(service: Service) -> Starlette:
             *core_routes(service),
             *console_routes(service.config.choices),
             *webhook_routes(service.webhooks),
+            *(clock_routes() if service.config.test_clock else ()),
         ],
         exception_handlers={
             ApiError: render_api_error,

@@ -450,7 +450,9 @@ class Authenticator:
         if request.url.path == "/v1/account/tier" and self.faults.on(TIER_REFUSES_KEYS):
             raise ApiError(401, "unknown API key: check the key, or create one in the console")
         counted = scope is not None or self.config.choices.rate_counted == "every-request"
-        window = self.limiter.admit(key.key_id, self.tier_of(key)) if counted else None
+        window = (
+            self.limiter.admit(key.key_id, self.tier_of(key), key.account_id) if counted else None
+        )
         if window is not None:
             # Sent as X-RateLimit-* on the response (reference.app.RequestLog).
             request.state.ratelimit = window

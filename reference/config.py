@@ -7,7 +7,8 @@ service (core, webhooks, netguard) reads its settings from this one object.
 
 The test-mode settings (``allow_cidrs``, ``hosts_file``, ``dns_server``) loosen the
 callback URL rules of spec §4 so that the suite's loopback receiver is reachable; they are
-off by default and the service logs a loud WARNING when any is on.
+off by default and the service logs a loud WARNING when any is on. So does the test-mode
+clock (``test_clock``), which lets a harness move the calendar of the daily limits.
 """
 
 from __future__ import annotations
@@ -223,6 +224,9 @@ class Config:
     #: Test mode: how late (at most) the delivery timer may fire, as real HTTP clients'
     #: timers do (see ``reference.webhooks.sender.timer_deadline``); 0 fires on time.
     delivery_timer_slack_s: float = 0.0
+    #: Test mode: the calendar clock of the daily limits may be moved forward through
+    #: ``POST /test/clock`` (``reference.clock``); off, it is the wall clock.
+    test_clock: bool = False
     #: Waits before the 2nd and 3rd attempt (spec §6: 1 s, then 2 s).
     retry_backoff_s: tuple[float, ...] = (1.0, 2.0)
     #: Attempts per delivery (spec §6: 3).

@@ -131,6 +131,11 @@ CREATED_KEY_TRUNCATED = Fault(
 KEY_DETAIL_WITHOUT_SCOPES = Fault(
     "key-detail-without-scopes", "KEY-VIEW-01", "the key detail view omits the scopes"
 )
+KEY_LIMIT_NINE = Fault(
+    "key-limit-nine",
+    "KEY-LIMIT-02",
+    "the console refuses a new key once the account holds 9 active keys, not 10",
+)
 CONSOLE_TIER_DIFFERS = Fault(
     "console-tier-differs", "CONSOLE-TIER-01", "GET /api/tier reports another tier"
 )
@@ -196,6 +201,8 @@ async def create_key(request: Request) -> Response:
         scopes = [*scopes, "all"]
     if auth.faults.on(KEY_NAME_IGNORED):
         name = ""
+    if auth.faults.on(KEY_LIMIT_NINE):
+        _refuse_at_nine(auth, session.account_id, api)
     try:
         created = accounts.create_key(
             auth.store,
@@ -225,6 +232,16 @@ async def create_key(request: Request) -> Response:
         ),
         status_code=api.create_status,
     )
+
+
+def _refuse_at_nine(auth: Authenticator, account_id: str, api: ConsoleApi) -> None:
+    """Fault KEY_LIMIT_NINE: the limit refusal one key early."""
+    ((active,),) = auth.store.read(
+        "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND revoked_at IS NULL",
+        (account_id,),
+    )
+    if active >= accounts.MAX_ACTIVE_KEYS - 1:
+        raise ApiError(api.limit_status, "fault: this account holds 9 active keys")
 
 
 async def list_keys(request: Request) -> Response:

@@ -21,11 +21,20 @@ __all__ = ["ApiError", "error_response", "error_shape", "render_api_error"]
 class ApiError(Exception):
     """An error answer: HTTP ``status``, a human ``detail`` and optional extra headers."""
 
-    def __init__(self, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        detail_field: str = "detail",
+    ) -> None:
         super().__init__(f"{status}: {detail}")
         self.status = status
         self.detail = detail
         self.headers: dict[str, str] = dict(headers or {})
+        #: The body field of ``detail``; another name only under an injected fault.
+        self.detail_field = detail_field
 
 
 def error_response(
@@ -52,4 +61,8 @@ def error_shape(request: Request) -> str:
 async def render_api_error(request: Request, exc: Exception) -> Response:
     """Starlette exception handler for :class:`ApiError`."""
     assert isinstance(exc, ApiError)
+    if exc.detail_field != "detail":
+        return JSONResponse(
+            {exc.detail_field: exc.detail}, status_code=exc.status, headers=exc.headers
+        )
     return error_response(exc.status, exc.detail, exc.headers, shape=error_shape(request))

@@ -1,10 +1,11 @@
 """Generations: submit (202) and read; ``worker.py`` runs them.
 
 Submit order (spec §4 "Target selection rules"): authenticate, count and scope-check the
-request (``require_key``), check the tier's model categories, validate the body, let the
-webhooks part select and validate the delivery target (404/400 *before* any credit is
-spent), then in one transaction check the concurrency limit and the daily credit cap,
-spend the credits, insert the generation and its binding, and queue it for the worker.
+request (``require_key``), check the tier's model categories, validate the body
+(``submits.py``), let the webhooks part select and validate the delivery target (404/400
+*before* any credit is spent), then in one transaction check the concurrency limit and
+the daily credit cap, spend the credits, insert the generation and its binding, and queue
+it for the worker.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
-import re
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -23,23 +22,19 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from reference.accounts import now_iso
+from reference.accounts import credit_day, now_iso
 from reference.auth import Authenticator, KeyContext
 from reference.bodies import read_json_object
-from reference.config import Choices, Config
+from reference.config import Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.ids import new_id
-from reference.ratelimit import rate_limited, seconds_to_utc_midnight, utc_day
+from reference.ratelimit import rate_limited, seconds_to_utc_midnight
 from reference.store import Store
+from reference.submits import Operation, faulty_body, validate_body
 from reference.worker import FinishHooks, GenerationWorker
 
-__all__ = [
-    "OPERATIONS",
-    "DeliveryHooks",
-    "GenerationService",
-    "Operation",
-]
+__all__ = ["DeliveryHooks", "GenerationService"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CREDIT_CAP_NOT_ENFORCED = Fault(
@@ -62,31 +57,6 @@ CREDIT_CAP_REFUSAL_CHARGED = Fault(
 )
 CONCURRENCY_NOT_ENFORCED = Fault(
     "concurrency-not-enforced", "RATE-CONC-02", "the per-tier concurrency limit is ignored"
-)
-BLANK_PROMPT_SERVER_ERROR = Fault(
-    "blank-prompt-server-error",
-    "ERR-5XX-01",
-    "a submit whose prompt is the empty string answers 500 instead of 400",
-)
-IMAGE_PROMPT_OPTIONAL = Fault(
-    "image-prompt-optional",
-    "GEN-IMAGE-01",
-    "an image submit without prompt is accepted (with a default prompt)",
-)
-IMAGE_PROMPT_ANY_TYPE = Fault(
-    "image-prompt-any-type",
-    "GEN-IMAGE-02",
-    "an image submit whose prompt is not a string is accepted (its JSON text is the prompt)",
-)
-VIDEO_PROMPT_OPTIONAL = Fault(
-    "video-prompt-optional",
-    "GEN-VIDEO-01",
-    "a video submit without prompt is accepted (with a default prompt)",
-)
-VIDEO_DURATION_ANY_TYPE = Fault(
-    "video-duration-any-type",
-    "GEN-VIDEO-04",
-    "a video submit whose duration is not a number is accepted (the duration ignored)",
 )
 MODEL_CATEGORY_NOT_ENFORCED = Fault(
     "model-category-not-enforced",
@@ -123,13 +93,25 @@ GENERATION_READ_404 = Fault(
     "GEN-READ-01",
     "GET /v1/generations/{id} answers 404 for the key that submitted the generation",
 )
+GENERATION_ID_REUSED = Fault(
+    "generation-id-reused",
+    "GEN-ID-02",
+    "a submit repeating the body of one made in the last minute answers that generation's id "
+    "(an idempotency key made of the prompt)",
+)
+READ_CREDITS_UNREFUNDED = Fault(
+    "read-credits-unrefunded",
+    "GEN-CONSIST-01",
+    "GET /v1/generations/{id} shows a failed generation's credits as spent (its event says 0)",
+)
+EXHAUSTED_GENERATION_HIDDEN = Fault(
+    "exhausted-generation-hidden",
+    "GEN-MISSED-01",
+    "GET /v1/generations/{id} answers 404 once a delivery of the generation is exhausted",
+)
 
-
-#: Longest prompt accepted (spec §8: not shown; an interpretation).
-MAX_PROMPT_CHARS = 32_000
-#: Generation states: queued, then completed, failed or cancelled. ("running" was a state
-#: of earlier stores; start() turns any such row back into queued.)
-_IN_FLIGHT = ("queued", "running")
+#: Under the fault GENERATION_ID_REUSED: how long a repeated body answers the earlier id.
+_REUSE_WINDOW_S = 60.0
 
 
 class DeliveryHooks(FinishHooks, Protocol):
@@ -144,127 +126,9 @@ class DeliveryHooks(FinishHooks, Protocol):
     def binding_view(self, generation_id: str) -> dict[str, Any] | None: ...
 
 
-@dataclass(frozen=True)
-class Operation:
-    """One submit endpoint: its path, scope, generation type and accepted optional fields."""
-
-    path: str
-    name: str
-    scope: str
-    type: str
-    default_model: str
-    string_fields: tuple[str, ...] = ()
-    number_fields: tuple[str, ...] = ()
-    #: Spec §6: events apply to image and video generations; the extensions take no target.
-    accepts_target: bool = True
-
-
-OPERATIONS: tuple[Operation, ...] = (
-    Operation("/v1/images/generate", "images.generate", "images:generate", "image", "image-1",
-              string_fields=("size",)),
-    Operation("/v1/images/edit", "images.edit", "images:edit", "image", "image-1",
-              string_fields=("size", "image", "mask")),
-    Operation("/v1/videos/generate", "videos.generate", "videos:generate", "video", "video-1",
-              string_fields=("resolution", "image"), number_fields=("duration",)),
-    Operation("/v1/audio/generate", "audio.generate", "audio:generate", "audio", "audio-1",
-              string_fields=("voice", "format"), number_fields=("duration",),
-              accepts_target=False),
-    Operation("/v1/agents/run", "agents.run", "agent:run", "agent", "agent-1",
-              accepts_target=False),
-)  # fmt: skip
-
-
-def _check_string(body: Mapping[str, Any], field: str) -> str | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ApiError(400, f"`{field}` must be a string, not {_json_type(value)}")
-    if not value.strip():
-        raise ApiError(400, f"`{field}` must not be empty")
-    if len(value) > 2048:
-        raise ApiError(400, f"`{field}` is too long (at most 2048 characters)")
-    return value
-
-
-def _check_number(body: Mapping[str, Any], field: str) -> float | None:
-    value = body.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ApiError(400, f"`{field}` must be a number (seconds), not {_json_type(value)}")
-    if not math.isfinite(value) or value <= 0 or value > 600:
-        raise ApiError(400, f"`{field}` must be a positive number of seconds, at most 600")
-    return value
-
-
-def _json_type(value: Any) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string",
-             list: "an array", dict: "an object", type(None): "null"}  # fmt: skip
-    return names.get(type(value), type(value).__name__)
-
-
-#: The choice ``body_values = "strict"``: the label forms the spec shows (§4: "a digit
-#: followed by K", "a number followed by p"), integer durations, shorter prompts.
-_STRICT_LABELS = {"size": re.compile(r"[1-9][0-9]?K"), "resolution": re.compile(r"[0-9]{3,4}p")}
-_STRICT_MAX_DURATION_S = 60
-_STRICT_MAX_PROMPT_CHARS = 4000
-
-
-def validate_body(
-    operation: Operation, body: Mapping[str, Any], choices: Choices | None = None
-) -> tuple[str, str, dict[str, Any]]:
-    """Prompt, model and accepted optional fields of a submit body, or 400.
-
-    Unknown fields are tolerated (the spec leaves other fields "not shown"), unless the
-    choice ``unknown_body_fields`` refuses them; the fields the reference knows are
-    type-checked, and with ``body_values = "strict"`` held to narrower values.
-    """
-    choices = choices or Choices()
-    strict = choices.body_values == "strict"
-    if choices.unknown_body_fields == "refuse":
-        known = {"prompt", *operation.string_fields, *operation.number_fields}
-        if operation.accepts_target:
-            known |= {"callback_url", "webhook"}
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise ApiError(400, f"unknown field(s) {unknown}; this endpoint takes {sorted(known)}")
-    prompt = body.get("prompt")
-    if prompt is None:
-        raise ApiError(400, "`prompt` is required: a non-empty string")
-    if not isinstance(prompt, str):
-        raise ApiError(400, f"`prompt` must be a string, not {_json_type(prompt)}")
-    if not prompt.strip():
-        raise ApiError(400, "`prompt` must not be empty")
-    longest = _STRICT_MAX_PROMPT_CHARS if strict else MAX_PROMPT_CHARS
-    if len(prompt) > longest:
-        raise ApiError(400, f"`prompt` is too long: at most {longest} characters")
-    model = _check_string(body, "model") or operation.default_model
-    params: dict[str, Any] = {}
-    for field in operation.string_fields:
-        text = _check_string(body, field)
-        if text is not None:
-            label = _STRICT_LABELS.get(field)
-            if strict and label is not None and not label.fullmatch(text):
-                raise ApiError(400, f"`{field}` must match {label.pattern}, not {text!r}")
-            params[field] = text
-    for field in operation.number_fields:
-        number = _check_number(body, field)
-        if number is not None:
-            if strict and not (isinstance(number, int) and 1 <= number <= _STRICT_MAX_DURATION_S):
-                raise ApiError(
-                    400, f"`{field}` must be a whole number of seconds, 1 to 60, not {number}"
-                )
-            params[field] = number
-    if not operation.accepts_target:
-        for field in ("webhook", "callback_url"):
-            if body.get(field) is not None:
-                raise ApiError(
-                    400,
-                    f"`{field}` is not accepted here: delivery targets apply to image and "
-                    "video generations (spec §6); poll GET /v1/generations/{id} instead",
-                )
-    return prompt, model, params
+#: Generation states: queued, then completed, failed or cancelled. ("running" was a state
+#: of earlier stores; start() turns any such row back into queued.)
+_IN_FLIGHT = ("queued", "running")
 
 
 @dataclass(eq=False)
@@ -354,29 +218,6 @@ class GenerationService:
                 refused.status = self.config.choices.invalid_body_status
             raise
 
-    def _faulty_body(self, operation: Operation, body: dict[str, Any]) -> dict[str, Any]:
-        """The submit body as a service with the body faults reads it (each of these faults
-        skips one stated check of spec §4's body tables)."""
-        if self.faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
-            raise ApiError(500, "internal error")  # bad input reaching a 5xx
-        prompt = body.get("prompt")
-        if operation.name == "images.generate":
-            if "prompt" not in body and self.faults.on(IMAGE_PROMPT_OPTIONAL):
-                return {**body, "prompt": "untitled"}
-            if prompt is not None and not isinstance(prompt, str):
-                if self.faults.on(IMAGE_PROMPT_ANY_TYPE):
-                    return {**body, "prompt": json.dumps(prompt)}
-        if operation.name == "videos.generate":
-            if "prompt" not in body and self.faults.on(VIDEO_PROMPT_OPTIONAL):
-                body = {**body, "prompt": "untitled"}
-            duration = body.get("duration")
-            if "duration" in body and (
-                isinstance(duration, bool) or not isinstance(duration, int | float)
-            ):
-                if self.faults.on(VIDEO_DURATION_ANY_TYPE):
-                    body = {k: v for k, v in body.items() if k != "duration"}
-        return body
-
     async def submit(self, request: Request, operation: Operation) -> Response:
         key = await self.auth_key(request, operation.scope)
         tier = self.auth.tier_of(key)
@@ -395,13 +236,13 @@ class GenerationService:
         cost = self.auth.tiers.prices[operation.type]
         if self.faults.on(CREDITS_NOT_SPENT):
             cost = 0
-        day = utc_day()
+        day = credit_day(self.faults)
         early_spend = self.faults.on(CREDITS_SPENT_BEFORE_VALIDATION)
         if early_spend:
             with self.store.transaction() as conn:
                 self._spend(conn, key, cost, day)
         if self.faults.enabled:
-            body = self._faulty_body(operation, body)
+            body = faulty_body(self.faults, operation, body)
         with self._body_errors():
             prompt, model, params = validate_body(operation, body, self.config.choices)
         try:
@@ -413,6 +254,10 @@ class GenerationService:
                 with self.store.transaction() as conn:
                     self._spend(conn, key, cost, day)
             raise
+        if self.faults.on(GENERATION_ID_REUSED):
+            repeated = self._repeated(key, operation, prompt)
+            if repeated is not None:
+                return JSONResponse({"id": repeated}, status_code=202)
         generation_id = new_id("generation", self.config.choices.id_form)
         created = now_iso()
         due_at = time.time() + self.config.latency_ms / 1000
@@ -462,6 +307,28 @@ class GenerationService:
             status = 200
         return JSONResponse(answer, status_code=status)
 
+    def _repeated(self, key: KeyContext, operation: Operation, prompt: str) -> str | None:
+        """Under the fault GENERATION_ID_REUSED: the id of this account's generation of the
+        same operation and prompt submitted in the last minute, if there is one."""
+        rows = self.store.read(
+            "SELECT id FROM generations WHERE account_id = ? AND operation = ? AND prompt = ? "
+            "AND due_at >= ? ORDER BY due_at DESC LIMIT 1",
+            (key.account_id, operation.name, prompt, time.time() - _REUSE_WINDOW_S),
+        )
+        return str(rows[0]["id"]) if rows else None
+
+    def _hidden(self, generation_id: str) -> bool:
+        """Under the fault EXHAUSTED_GENERATION_HIDDEN: a delivery of the generation is
+        exhausted (the read then pretends the generation is gone)."""
+        if not self.faults.on(EXHAUSTED_GENERATION_HIDDEN):
+            return False
+        return bool(
+            self.store.read(
+                "SELECT 1 FROM webhook_deliveries WHERE generation_id = ? AND outcome = ?",
+                (generation_id, "exhausted"),
+            )
+        )
+
     async def _run_now(self, generation_id: str, due_at: float, key: KeyContext) -> Response:
         """The choice ``image_without_target = "sync"``: an image without a delivery
         target is made during the request and answered 200 with the finished generation
@@ -505,6 +372,8 @@ class GenerationService:
             "webhook": self.hooks.binding_view(row["id"]) if row["type"] in ("image", "video")
             else None,
         }  # fmt: skip
+        if self.faults.on(READ_CREDITS_UNREFUNDED) and row["status"] == "failed":
+            record["credits_used"] = self.auth.tiers.prices[row["type"]]
         if self.faults.on(SIGNING_SECRET_ON_V1):
             record["signing_secret"] = key.signing_secret
         return record
@@ -516,7 +385,7 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows or self.faults.on(GENERATION_READ_404):
+        if not rows or self.faults.on(GENERATION_READ_404) or self._hidden(generation_id):
             # Another account's generation is indistinguishable from an unknown one,
             # unless the choice foreign_resource_status says 403 for it.
             status = 404

@@ -28,6 +28,7 @@ import tomli_w
 from genapi_spec import API_VERSION
 from reference import accounts
 from reference.auth import SCOPES, SESSION_COOKIE, signing_secret_for
+from reference.clock import TEST_CLOCK_PATH
 from reference.config import Choices
 from reference.console import console_api
 from reference.store import Store
@@ -41,6 +42,7 @@ ACCOUNTS = {
     "primary": "studio",
     "second": "studio",
     "low-limit": "low-limit",
+    "low-daily": "low-daily",
     "restricted-models": "no-video",
 }
 #: Sessions issued at provisioning live this long (a long suite run fits easily).
@@ -57,6 +59,10 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         ("revoked", "primary", ("images:generate",)),
         ("foreign", "second", SCOPES),
         ("low-limit", "low-limit", SCOPES),
+        # A second key of the low-limit account: the per-minute limit is per key (§8).
+        ("low-limit-second", "low-limit", SCOPES),
+        # The daily request limit and its reset at 00:00 UTC (§8).
+        ("low-daily", "low-daily", SCOPES),
         ("restricted-models", "restricted-models", SCOPES),
     ]
     return roles
@@ -150,6 +156,14 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
         "wire": {"header_brand": choices.header_brand, "secret_keying": choices.hmac_keying},
         "rate": {"request": "reads" if choices.rate_counted == "every-request" else "submits"},
     }
+    if config.test_clock:
+        # The test-mode clock (reference.clock): the suite moves it across 00:00 UTC.
+        profile["clock"] = {
+            "method": "POST",
+            "path": TEST_CLOCK_PATH,
+            "body": {"advance_seconds": "{seconds}"},
+            "status": 200,
+        }
     if config.dns_server is not None:
         host, port = config.dns_server
         shown = f"[{host}]" if ":" in host else host

@@ -16,8 +16,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
+from reference.clock import CLOCK, day_of, next_midnight
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.store import Store
@@ -55,22 +55,55 @@ RATELIMIT_REMAINING_NOT_ZERO = Fault(
     "RATE-HDR-04",
     "a rate-limit 429 gives X-RateLimit-Remaining as the whole limit instead of 0",
 )
+RATE_LIMIT_PER_ACCOUNT = Fault(
+    "rate-limit-per-account",
+    "RATE-RPM-03",
+    "the per-minute window is shared by all keys of an account instead of kept per key",
+)
+RATE_WINDOW_FIXED = Fault(
+    "rate-window-fixed",
+    "RATE-RPM-04",
+    "the per-minute window is fixed, not rolling: its whole count is dropped a minute "
+    "after its first request",
+)
+DAILY_REQUEST_LIMIT_NOT_ENFORCED = Fault(
+    "daily-request-limit-not-enforced", "RATE-RPD-01", "the per-day request limit is ignored"
+)
+DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT = Fault(
+    "daily-requests-reset-at-local-midnight",
+    "RATE-RPD-02",
+    "requests are counted per calendar day of UTC+05:30, so the day's count resets at "
+    "18:30 UTC instead of 00:00 UTC",
+)
+RATE_LIMIT_REFUSED_WITH_403 = Fault(
+    "rate-limit-refused-with-403",
+    "RATE-429-01",
+    "a request over the per-minute limit is refused with 403 instead of 429",
+)
+RATE_429_BODY_WITHOUT_DETAIL = Fault(
+    "rate-429-body-without-detail",
+    "RATE-BODY-01",
+    'a per-minute rate-limit 429 has the body {"message": ...} instead of a `detail` string',
+)
 
 
 WINDOW_S = 60.0
+#: The zone of the fault DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT: a fixed offset, so the
+#: fault is the same whatever the process's TZ.
+_LOCAL_UTC_OFFSET_S = 5.5 * 3600
 
 
 def utc_day(now: float | None = None) -> str:
-    """The calendar day (UTC) of ``now``, e.g. ``2026-08-01`` (limits reset at 00:00 UTC)."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    return moment.date().isoformat()
+    """The calendar day (UTC) of ``now`` (default: the service's clock), e.g.
+    ``2026-08-01``: daily limits reset at 00:00 UTC."""
+    return day_of(CLOCK.now() if now is None else now)
 
 
 def seconds_to_utc_midnight(now: float | None = None) -> float:
-    """Seconds until the next 00:00 UTC, when daily limits and the credit cap reset."""
-    moment = datetime.fromtimestamp(time.time() if now is None else now, UTC)
-    midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
-    return (midnight - moment).total_seconds()
+    """Seconds until the next 00:00 UTC (of the service's clock by default), when daily
+    limits and the credit cap reset."""
+    moment = CLOCK.now() if now is None else now
+    return next_midnight(moment) - moment
 
 
 @dataclass(frozen=True)
@@ -116,6 +149,8 @@ class RateLimiter:
         self._windows: dict[str, deque[float]] = {}
 
     def _prune(self, window: deque[float], now: float) -> None:
+        if self._faults.on(RATE_WINDOW_FIXED) and window and window[0] <= now - WINDOW_S:
+            window.clear()  # a fixed minute from its first request: all of it at once
         while window and window[0] <= now - WINDOW_S:
             window.popleft()
 
@@ -134,8 +169,8 @@ class RateLimiter:
             reset_unix=math.ceil(time.time() + reset_in),
         )
 
-    def admit(self, key_id: str, tier: Tier) -> WindowState | None:
-        """Count one request of ``key_id``, or raise the 429 of spec §7.
+    def admit(self, key_id: str, tier: Tier, account_id: str) -> WindowState | None:
+        """Count one request of ``key_id`` (of ``account_id``), or raise the 429 of spec §7.
 
         Returns where the key now stands in its minute window (the service also sends it
         as X-RateLimit-* headers on admitted /v1 requests), None when nothing is counted.
@@ -146,8 +181,9 @@ class RateLimiter:
         if self._faults.on(ENFORCED_LIMIT_BELOW_REPORTED):
             enforced = max(1, enforced - 5)
         now = time.monotonic()
+        counted_as = account_id if self._faults.on(RATE_LIMIT_PER_ACCOUNT) else key_id
         with self._lock:
-            window = self._windows.setdefault(key_id, deque())
+            window = self._windows.setdefault(counted_as, deque())
             self._prune(window, now)
             if len(window) >= enforced:
                 wait = window[0] + WINDOW_S - now
@@ -158,7 +194,7 @@ class RateLimiter:
                     else 0,
                     reset_unix=math.ceil(time.time() + wait),
                 )
-                raise rate_limited(
+                refusal = rate_limited(
                     f"rate limit exceeded: {tier.requests_per_minute} requests per rolling "
                     f"minute for this API key (tier {tier.plan_code}); retry after the "
                     "Retry-After seconds",
@@ -166,30 +202,44 @@ class RateLimiter:
                     window=state,
                     faults=self._faults,
                 )
+                if self._faults.on(RATE_429_BODY_WITHOUT_DETAIL):
+                    refusal.detail_field = "message"
+                if self._faults.on(RATE_LIMIT_REFUSED_WITH_403):
+                    refusal.status = 403
+                raise refusal
             window.append(now)
             remaining = tier.requests_per_minute - len(window)
             reset_in = window[0] + WINDOW_S - now
-        self._admit_day(key_id, tier, remaining, reset_in, now)
+        self._admit_day(key_id, counted_as, tier, remaining, reset_in, now)
         return WindowState(
             limit=tier.requests_per_minute,
             remaining=max(0, remaining),
             reset_unix=math.ceil(time.time() + reset_in),
         )
 
+    def _request_day(self) -> str:
+        """The day the requests are counted in: the calendar day (UTC) of the service's
+        clock (spec §8, "Requests per day | Per tier, calendar day (UTC)")."""
+        local = self._faults.on(DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT)
+        return day_of(CLOCK.now(), _LOCAL_UTC_OFFSET_S if local else 0.0)
+
     def _admit_day(
-        self, key_id: str, tier: Tier, remaining: int, reset_in: float, now: float
+        self, key_id: str, counted_as: str, tier: Tier, remaining: int, reset_in: float, now: float
     ) -> None:
         # One statement, atomic on its own: count the request unless the day is used up.
+        per_day = tier.requests_per_day
+        if self._faults.on(DAILY_REQUEST_LIMIT_NOT_ENFORCED):
+            per_day = 2**62
         counted = self._store.execute(
             "INSERT INTO request_counts (key_id, day, count) SELECT ?, ?, 1 WHERE ? > 0 "
             "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1 WHERE count < ?",
-            (key_id, utc_day(), tier.requests_per_day, tier.requests_per_day),
+            (key_id, self._request_day(), per_day, per_day),
         )
         if counted:
             return
         # Refused for the day: take the request back out of the minute window.
         with self._lock:
-            window = self._windows.get(key_id)
+            window = self._windows.get(counted_as)
             if window and now in window:
                 window.remove(now)
         wait = seconds_to_utc_midnight()
@@ -213,7 +263,7 @@ class RateLimiter:
         rows = self._store.read(
             f"SELECT COALESCE(SUM(count), 0) AS n FROM request_counts "  # noqa: S608 - placeholders only
             f"WHERE day = ? AND key_id IN ({marks})",
-            [utc_day(), *key_ids],
+            [self._request_day(), *key_ids],
         )
         total: int = rows[0]["n"]
         return total

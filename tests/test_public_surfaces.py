@@ -12,10 +12,19 @@ import pytest
 
 #: Module -> its ``__all__``, in order, names separated by spaces.
 SURFACES = {
+    "conformance.attestation": (
+        "PAYLOAD_TYPE PREDICATE_TYPE STATEMENT_TYPE SUBJECTS AttestationError Verified "
+        "file_sha256 generate_key key_id load_private_key load_public_key pae sign statement "
+        "verify"
+    ),
     "conformance.observe.canary": "Canary CanaryHit CanaryView",
     "conformance.observe.receiver": (
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
+    "conformance.load": (
+        "HEADERS MAX_RECORDS WINDOW_S LoadJudgement Record judge_load max_served_in_window"
+    ),
+    "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (
         "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME Reproduction RunInfo new_report_dir redact_tree "
         "render_html results_document write_reports"
@@ -30,8 +39,8 @@ SURFACES = {
         "EXCHANGES_KEY ApiClient BudgetExceeded Recorder ResponseTooLarge parse_retry_after"
     ),
     "conformance.verdicts": (
-        "MAX_EXCHANGES SEVERITY CheckResult Outcome RequirementVerdict RunVerdicts Verdict "
-        "aggregate check_judgement check_verdict judge trim_exchanges"
+        "MAX_EXCHANGES SEVERITY CheckResult Coverage Outcome RequirementVerdict RunVerdicts "
+        "Verdict aggregate check_judgement check_verdict judge trim_exchanges"
     ),
     "reference.netguard": (
         "MAX_URL_LENGTH PINNED_ADDRESS_EXTENSION CallbackPolicy CallbackRejected "

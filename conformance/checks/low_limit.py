@@ -13,34 +13,44 @@ The state here is per process, like that module's: one worker runs all of its ch
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
 import pytest
 
-from conformance.judge.asserts import describe
+from conformance.judge.asserts import credits_used_today, describe
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
+from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 
 __all__ = [
     "ACCOUNT",
+    "DAILY_ROLE",
     "IMAGES",
+    "MIDNIGHT_MARGIN_SECONDS",
     "ROLE",
+    "SECOND_ROLE",
     "TIER_PATH",
     "WINDOW_SECONDS",
     "Account",
     "CapRun",
+    "DayRun",
     "RateRun",
     "accepted_id",
+    "across_midnight",
     "examined_429",
     "first_cap_run",
+    "first_day_run",
     "first_rate_run",
     "json_object",
+    "move_target_clock",
+    "open_window",
     "rate_request",
     "rate_request_words",
     "submit_body",
@@ -49,6 +59,11 @@ __all__ = [
 ]
 
 ROLE: Final = "low-limit"
+#: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
+SECOND_ROLE: Final = "low-limit-second"
+#: A key whose tier has a small requests_per_day under a large requests_per_minute: the
+#: day's limit is reached in a few seconds, and never mistaken for the minute's.
+DAILY_ROLE: Final = "low-daily"
 TIER_PATH: Final = "/v1/account/tier"
 IMAGES: Final = "/v1/images/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
@@ -57,6 +72,9 @@ IMAGES: Final = "/v1/images/generate"
 REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
+#: How far before and after 00:00 UTC the daily-reset checks look: more than the clocks
+#: of the suite and the target may differ, and more than a request takes.
+MIDNIGHT_MARGIN_SECONDS: Final = 30.0
 
 
 def _is_integer(value: object) -> bool:
@@ -87,6 +105,14 @@ class Account:
         self.tier: dict[str, Any] | None = None
         self.rate_run: RateRun | None = None
         self.cap_run: CapRun | None = None
+        self.day_run: DayRun | None = None
+        #: Seconds this process has moved the target's calendar clock forward ([clock]):
+        #: the target's clock reads the wall clock plus this.
+        self.clock_moved = 0.0
+
+    def target_now(self) -> float:
+        """The target's calendar time as far as the suite knows it (unix seconds)."""
+        return time.time() + self.clock_moved
 
     def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
         """Wait until *count* more requests fit in the rolling minute (None: until the
@@ -113,6 +139,52 @@ class Account:
 
 #: The low-limit account as this process knows it.
 ACCOUNT: Final = Account()
+
+
+def move_target_clock(api: ApiClient, profile: Profile, moment: float) -> None:
+    """Bring the target's calendar clock to *moment* (unix seconds, not in its past).
+
+    With a declared request (``[clock]`` method, path, body): move it forward by the
+    difference. With ``wait_for_midnight``: wait in real time until then, at most
+    ``max_wait_seconds`` from now (the capability is checked before the check starts).
+    """
+    seconds = moment - ACCOUNT.target_now()
+    if seconds <= 0:
+        return
+    advance = profile.clock.advance
+    if advance is None:
+        if seconds > profile.clock.max_wait_seconds:
+            raise SetupFailed(
+                f"setup: {seconds:.0f} s to wait, beyond [clock] max_wait_seconds = "
+                f"{profile.clock.max_wait_seconds:g}"
+            )
+        time.sleep(seconds)  # the wait for 00:00 UTC itself, bounded just above
+        return
+    response = api.request(
+        advance.method, advance.path, role="none", json=advance.body_for(seconds), patient=False
+    )
+    if response.status_code != advance.status:
+        raise SetupFailed(
+            f"setup: {advance.method} {advance.path} (the profile's [clock]) should move the "
+            f"target's clock {seconds:.0f} s forward with {advance.status}; saw "
+            f"{describe(response)}"
+        )
+    ACCOUNT.clock_moved += seconds
+
+
+def across_midnight(
+    api: ApiClient, profile: Profile, send: Callable[[], httpx.Response]
+) -> tuple[httpx.Response | None, httpx.Response]:
+    """*send* on the target shortly before its next 00:00 UTC, then shortly after (spec
+    §8: the daily limits reset at 00:00 UTC); the first answer is None when the target's
+    clock is already too close to midnight to ask before it."""
+    midnight = next_utc_midnight(ACCOUNT.target_now())
+    before: httpx.Response | None = None
+    if ACCOUNT.target_now() < midnight - MIDNIGHT_MARGIN_SECONDS:
+        move_target_clock(api, profile, midnight - MIDNIGHT_MARGIN_SECONDS)
+        before = send()
+    move_target_clock(api, profile, midnight + MIDNIGHT_MARGIN_SECONDS)
+    return before, send()
 
 
 def tier(api: ApiClient) -> dict[str, Any]:
@@ -167,14 +239,14 @@ def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
 # -- the per-minute limit --------------------------------------------------------------------
 
 
-def rate_request(api: ApiClient, profile: Profile) -> httpx.Response:
+def rate_request(api: ApiClient, profile: Profile, role: str = ROLE) -> httpx.Response:
     """One request of the kind the profile says exercises the per-minute limit (``[rate]
     request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
     first answer); ``submits``, an image submit refused with 400 for its callback URL."""
     if profile.rate.request == "submits":
         body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
-        return api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-    return api.request("GET", TIER_PATH, role=ROLE, patient=False)
+        return api.request("POST", IMAGES, role=role, json=body, patient=False)
+    return api.request("GET", TIER_PATH, role=role, patient=False)
 
 
 def rate_request_words(profile: Profile) -> str:
@@ -198,6 +270,7 @@ class RateRun:
     refused: httpx.Response | None  # the first 429
     refused_at: float  # time.time() when the 429 arrived
     seconds: float  # from the first request to the last answer
+    last: httpx.Response  # the answer to the last request sent (request limit + 1, or the 429)
     #: With ``[rate] request = "submits"``: a read sent right after the submits' 429
     #: (RATE-RPM-05: a read counts toward the same limit, so it is refused too).
     read_after: httpx.Response | None = None
@@ -209,6 +282,27 @@ class RateRun:
             f"no 429 after {self.served} requests (limit {self.limit}): no 429 response to "
             "examine (test_rate_request_over_limit_answered_429 judges this)"
         )
+
+
+def open_window(api: ApiClient, profile: Profile, recorder: Recorder) -> tuple[int, httpx.Response]:
+    """Wait until the low-limit key's window holds none of our requests, send the first
+    rate request of a new window, and return the tier's requests_per_minute with it.
+
+    With reads the first answer is the tier record itself (no request spent on it); with
+    submits the tier is read first, and the wait lets that read leave the window (it may
+    or may not count).
+    """
+    record = tier(api) if profile.rate.request == "submits" else None
+    ACCOUNT.make_room(recorder, None, profile)
+    first = rate_request(api, profile)
+    if first.status_code == 429:
+        raise SetupFailed(
+            f"setup: the first request of the low-limit key was answered 429 "
+            f"({describe(first)}): the key must be idle for a minute before the run"
+        )
+    if record is None:
+        ACCOUNT.tier = record = _checked_tier(first)
+    return int(record["requests_per_minute"]), first
 
 
 def first_rate_run(
@@ -227,25 +321,14 @@ def first_rate_run(
         return ACCOUNT.rate_run
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
-    submits = profile.rate.request == "submits"
-    record = tier(api) if submits else None
-    ACCOUNT.make_room(recorder, None, profile)
     start = time.monotonic()
-    first = rate_request(api, profile)
-    if first.status_code == 429:
-        raise SetupFailed(
-            f"setup: the first request of the low-limit key was answered 429 "
-            f"({describe(first)}): the key must be idle for a minute before the run"
-        )
-    if record is None:
-        ACCOUNT.tier = record = _checked_tier(first)
-    limit = int(record["requests_per_minute"])
+    limit, first = open_window(api, profile, recorder)
     if limit + 1 > budget:
         pytest.skip(
             f"the low-limit tier allows {limit} requests per minute, over the budget of "
             f"{budget} ([budgets] max_requests_per_rate_check)"
         )
-    served, refused, refused_at = 1, None, 0.0
+    served, refused, refused_at, response = 1, None, 0.0, first
     for _ in range(limit):
         response = rate_request(api, profile)
         if response.status_code == 429:
@@ -254,9 +337,11 @@ def first_rate_run(
         served += 1
     seconds = time.monotonic() - start
     read_after = None
-    if submits and refused is not None:
+    if profile.rate.request == "submits" and refused is not None:
         read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
-    ACCOUNT.rate_run = RateRun(limit, served, first, refused, refused_at, seconds, read_after)
+    ACCOUNT.rate_run = RateRun(
+        limit, served, first, refused, refused_at, seconds, response, read_after
+    )
     return ACCOUNT.rate_run
 
 
@@ -317,9 +402,154 @@ def first_cap_run(
     return ACCOUNT.cap_run
 
 
-def examined_429(run: RateRun | CapRun) -> httpx.Response:
+def examined_429(run: RateRun | CapRun | DayRun) -> httpx.Response:
     """A run's 429 for a check that examines it; a set-up error when none came (the one
     check that asks for the 429 judges that, not every check that reads it)."""
     if run.refused is None:
         raise SetupFailed(f"setup: {run.no_429}")
     return run.refused
+
+
+# -- the daily request limit ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayRun:
+    """Requests on the ``low-daily`` key, back to back, up to the first 429."""
+
+    per_day: int  # the tier's requests_per_day
+    statuses: tuple[int, ...]
+    refused: httpx.Response | None  # the first 429
+
+    @property
+    def no_429(self) -> str:
+        """Why there is no daily 429 to build on (RATE-RPD-01 judges that)."""
+        return (
+            f"no 429 within {len(self.statuses)} requests (requests_per_day {self.per_day}): "
+            "no spent day to examine (test_rate_day_limit_answered_429 judges this)"
+        )
+
+
+def first_day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
+    """The requests of the ``low-daily`` key up to the day's 429, sent by the first check
+    that asks: its tier record, then requests_per_day + 1 requests of the profile's rate
+    kind (:func:`rate_request`), stopping at the first 429. The tier's minute limit must
+    exceed that many, so a 429 among them is the day's."""
+    if ACCOUNT.day_run is not None:
+        return ACCOUNT.day_run
+    budget = profile.budgets.max_requests_per_rate_check
+    api: ApiClient = make_api(budget=budget)
+    record = _checked_tier(api.request("GET", TIER_PATH, role=DAILY_ROLE, patient=False))
+    if not _is_integer(record.get("requests_per_day")) or record["requests_per_day"] < 1:
+        raise SetupFailed(f"setup: the {DAILY_ROLE} tier record has no positive requests_per_day")
+    per_day = int(record["requests_per_day"])
+    if per_day + 2 > budget:
+        pytest.skip(f"requests_per_day {per_day} is over the request budget of {budget}")
+    if int(record["requests_per_minute"]) <= per_day + 1:
+        pytest.skip(
+            f"the {DAILY_ROLE} tier's requests_per_minute ({record['requests_per_minute']}) "
+            f"would refuse before its requests_per_day ({per_day}): no daily 429 to tell apart"
+        )
+    statuses: list[int] = []
+    refused: httpx.Response | None = None
+    for _ in range(per_day + 1):
+        response = rate_request(api, profile, DAILY_ROLE)
+        statuses.append(response.status_code)
+        if response.status_code == 429:
+            refused = response
+            break
+    ACCOUNT.day_run = DayRun(per_day, tuple(statuses), refused)
+    return ACCOUNT.day_run
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Set-up of the rolling-window check (RATE-RPM-04): the window was empty, half the
+    limit was sent at once (``first_half``, the first at ``started``, a ``time.time()``)
+    and the rest half a minute later, all served."""
+
+    limit: int
+    first_half: int
+    started: float
+
+    def after_the_roll(self, api: ApiClient, profile: Profile) -> list[int]:
+        """The statuses of requests sent once the first half has left the window (a
+        minute and the tolerance after it), up to one past that half or the first 429;
+        sent too late to tell the halves apart is a set-up error."""
+        tolerance = profile.timing.tolerance_seconds
+        time.sleep(max(0.0, self.started + WINDOW_SECONDS + tolerance - time.time()))
+        statuses: list[int] = []
+        for _ in range(self.first_half + 1):
+            statuses.append(rate_request(api, profile).status_code)
+            if statuses[-1] == 429:
+                break
+        rolled_at = time.time() - self.started
+        if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
+            raise SetupFailed(
+                f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
+                "moment the second half leaves the window"
+            )
+        return statuses
+
+
+def spread_over_half_minute(api: ApiClient, profile: Profile, recorder: Recorder) -> Spread:
+    """Send the limit's first half now and the rest 30 s later (the sleep between is the
+    spread under test, bounded by the minute); a 429 among them is a set-up error (the
+    limit's own checks judge it), a limit the request budget cannot hold a skip."""
+    limit, first = open_window(api, profile, recorder)
+    started = time.time()  # the first request's moment, within a request's time
+    first_half = limit // 2
+    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
+    early = [first, *(rate_request(api, profile) for _ in range(first_half - 1))]
+    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))
+    later = [rate_request(api, profile) for _ in range(limit - first_half)]
+    statuses = [r.status_code for r in [*early, *later]]
+    if 429 in statuses:
+        raise SetupFailed(
+            f"setup: {limit} requests within a minute met a 429 before the limit "
+            f"(RATE-RPM-01 judges this): {statuses}"
+        )
+    return Spread(limit, first_half, started)
+
+
+def concurrent_submits(
+    clients: Sequence[ApiClient],
+    endpoint: Endpoint,
+    prompt: str,
+    profile: Profile,
+    recorder: Recorder,
+) -> list[int]:
+    """One burst for the concurrency check: a submit per client, all at once, once the
+    window has room for them; their statuses. The accepted ones are waited for, so the
+    next burst starts with nothing in flight."""
+    ACCOUNT.make_room(recorder, len(clients), profile)
+
+    def send(client: ApiClient) -> httpx.Response:
+        body = submit_body(endpoint, prompt)
+        return client.request("POST", IMAGES, role=ROLE, json=body, patient=False)
+
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        statuses = [r.status_code for r in pool.map(send, clients)]
+    accepted = sum(1 for status in statuses if 200 <= status < 300)
+    if accepted:
+        wait_finished(endpoint, accepted, profile)
+    return statuses
+
+
+#: Reads of credits used today after a generation ended: its refund may land just after
+#: the event, so the reading is repeated within the tolerance.
+REFUND_READS: Final = 3
+
+
+def credits_settled(api: ApiClient, profile: Profile, settled: Callable[[int], bool]) -> int:
+    """Credits used today, re-read (:data:`REFUND_READS` times within the tolerance) until
+    *settled* holds of the reading; the last reading."""
+    deadline = time.monotonic() + profile.timing.tolerance_seconds
+    used = credits_used_today(api, ROLE)
+    for _ in range(REFUND_READS - 1):
+        if settled(used) or time.monotonic() >= deadline:
+            break
+        time.sleep(profile.timing.tolerance_seconds / REFUND_READS)
+        used = credits_used_today(api, ROLE)
+    return used

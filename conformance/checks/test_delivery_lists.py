@@ -5,7 +5,8 @@ One webhook is registered through the console for the module. Two generations ar
 to it one after the other: the first delivery is answered 200 (delivered), the second
 always 500 (exhausted after three attempts), so the list holds two records with two
 different outcomes. The filter and limit checks judge the list against them. A second
-webhook gets more than 100 console test deliveries, for the 100-record bound.
+webhook gets more than 100 console test deliveries, for the 100-record bound: with
+limit=100, without a limit and with limit=101, where a limit above the maximum would show.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+import httpx
 import pytest
 
 from conformance.findings import fail
@@ -223,10 +225,10 @@ def crowded(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterato
     endpoint.check()
 
 
-def _over_100_records(api: ApiClient, path: str, **params: int) -> list[dict[str, Any]]:
+def _over_100_records(response: httpx.Response) -> list[dict[str, Any]]:
     """The records of one read of the crowded webhook's list; a skip when the IUT does not
     count console test deliveries as the webhook's deliveries (the spec does not say)."""
-    records, total = assert_delivery_list(api.request("GET", path, params=params))
+    records, total = assert_delivery_list(response)
     if total < OVER_MAX and len(records) < OVER_MAX:
         pytest.skip(f"the webhook's list counts {total} of {OVER_MAX} test deliveries")
     return records
@@ -235,9 +237,23 @@ def _over_100_records(api: ApiClient, path: str, **params: int) -> list[dict[str
 @pytest.mark.requirement("REC-HOOK-06")
 def test_limit_100_of_over_100_deliveries_returns_at_most_100(api: ApiClient, crowded: str) -> None:
     """limit=100 on a webhook with more than 100 deliveries returns at most 100 records."""
-    records = _over_100_records(api, crowded, limit=MAX_LIMIT)
+    records = _over_100_records(api.request("GET", crowded, params={"limit": MAX_LIMIT}))
     assert len(records) <= MAX_LIMIT, (
         f"REC-HOOK-06: limit={MAX_LIMIT} returned {len(records)} records"
+    )
+
+
+@pytest.mark.requirement("REC-HOOK-13")
+def test_limit_101_of_over_100_deliveries_returns_at_most_100(api: ApiClient, crowded: str) -> None:
+    """limit=101 on a webhook with more than 100 deliveries, where a limit above the
+    maximum would show: refused, or served with at most 100 records."""
+    response = api.request("GET", crowded, params={"limit": OVER_MAX})
+    if not 200 <= response.status_code < 300:
+        return  # refused: no record beyond the maximum (REC-HOOK-08 judges the answer)
+    records = _over_100_records(response)
+    assert len(records) <= MAX_LIMIT, (
+        f"REC-HOOK-13: limit={OVER_MAX} on a list of more than {MAX_LIMIT} deliveries "
+        f"returned {len(records)} records; the maximum is {MAX_LIMIT}"
     )
 
 
@@ -246,7 +262,7 @@ def test_list_of_over_100_deliveries_without_limit_returns_at_most_100(
     api: ApiClient, crowded: str
 ) -> None:
     """Asked without a limit, a webhook with more than 100 deliveries lists at most 100."""
-    records = _over_100_records(api, crowded)
+    records = _over_100_records(api.request("GET", crowded))
     assert len(records) <= MAX_LIMIT, (
         f"REC-HOOK-07: expected at most {MAX_LIMIT} records without a limit, saw {len(records)}"
     )

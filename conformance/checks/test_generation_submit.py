@@ -8,6 +8,7 @@ suite's receiver, the form in which images are asynchronous (spec §9), and uses
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 import httpx
@@ -16,9 +17,12 @@ import pytest
 from conformance.judge.asserts import assert_status, describe
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import SUBMIT_PROMPT, submit_generation
 
 IMAGES: Final = "/v1/images/generate"
+#: Text beyond ASCII for a prompt: JSON exchanged between systems is UTF-8 (RFC 8259
+#: §8.1), and the spec puts no rule on a prompt's characters (§4: "Text prompt.").
+NON_ASCII: Final = "un carré rouge, 赤い四角"
 EDIT: Final = "/v1/images/edit"
 VIDEOS: Final = "/v1/videos/generate"
 
@@ -102,4 +106,86 @@ def test_image_submit_without_target_answers_202_with_id(api: ApiClient) -> None
     assert_status(response, 202)
     assert isinstance(_id_of(response), str), (
         f"GEN-IMAGE-08: expected the 202 to carry the generation id, saw {describe(response)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        pytest.param("compact", id="compact"),
+        pytest.param("indented", id="indented"),
+        pytest.param("utf-8", id="utf-8-text"),
+    ],
+)
+@pytest.mark.requirement("GEN-JSON-01")
+def test_submit_json_body_with_json_content_type_accepted(
+    api: ApiClient, endpoint: Endpoint, spelling: str
+) -> None:
+    """A valid submit sent as JSON with ``Content-Type: application/json`` is accepted
+    (2xx), however the JSON text is spelt: compact, indented, or with UTF-8 text."""
+    prompt = f"{SUBMIT_PROMPT}: {NON_ASCII}" if spelling == "utf-8" else SUBMIT_PROMPT
+    body = {"prompt": prompt, "webhook": {"url": endpoint.url}}
+    indent = 2 if spelling == "indented" else None
+    separators = (",", ":") if spelling == "compact" else None
+    text = json.dumps(body, indent=indent, separators=separators, ensure_ascii=False)
+    response = api.request(
+        "POST",
+        IMAGES,
+        content=text.encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert 200 <= response.status_code < 300, (
+        f"GEN-JSON-01: POST {IMAGES} with a {spelling} JSON body and Content-Type: "
+        f"application/json: expected it accepted (2xx), saw {describe(response)}"
+    )
+
+
+@pytest.mark.requirement("GEN-IMAGE-03")
+def test_image_submit_without_size_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
+    """An image submit of a prompt and a delivery target, with no size (an optional
+    field, §4), is answered 202."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    assert_status(api.request("POST", IMAGES, json=body), 202)
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        pytest.param(None, id="url-only"),
+        pytest.param(["generation.completed"], id="url-and-events"),
+    ],
+)
+@pytest.mark.requirement("GEN-IMAGE-06")
+def test_image_submit_with_webhook_binding_answers_202(
+    api: ApiClient, endpoint: Endpoint, events: list[str] | None
+) -> None:
+    """An image submit whose ``webhook`` object holds a url, with or without the optional
+    events (generation.completed, the name §2 gives as an example), is answered 202."""
+    binding: dict[str, Any] = {"url": endpoint.url}
+    if events is not None:
+        binding["events"] = events
+    response = api.request("POST", IMAGES, json={"prompt": SUBMIT_PROMPT, "webhook": binding})
+    assert_status(response, 202)
+
+
+@pytest.mark.requirement("GEN-VIDEO-02")
+def test_video_submit_without_duration_or_resolution_answers_202(
+    api: ApiClient, endpoint: Endpoint
+) -> None:
+    """A video submit of a prompt and a delivery target, with neither duration nor
+    resolution (both optional, §4), is answered 202."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    assert_status(api.request("POST", VIDEOS, json=body), 202)
+
+
+@pytest.mark.requirement("GEN-ID-02")
+def test_two_identical_submits_answer_distinct_ids(api: ApiClient, endpoint: Endpoint) -> None:
+    """Two submits of the very same body are two generations: their 202s carry two
+    different ids (each is the id GET /v1/generations/{id} reads one generation by)."""
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    first, second = (
+        submit_generation(api, IMAGES, body, context=f"submit {n} of 2 of one body") for n in (1, 2)
+    )
+    assert first != second, (
+        f"GEN-ID-02: two submits of one body to {IMAGES} both answered the id {first!r}"
     )

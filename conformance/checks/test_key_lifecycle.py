@@ -26,6 +26,7 @@ from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth
 from conformance.target.adapters import Adapter, AdapterError, CreatedKey
 from conformance.target.client import ApiClient
 from conformance.target.profile import SCOPES, Profile
+from conformance.target.setup import SetupFailed
 
 #: The cheapest authenticated /v1 request (spec §4: API key, no scope).
 TIER = "/v1/account/tier"
@@ -331,3 +332,37 @@ def test_revoked_key_frees_a_place_under_the_limit(adapter: Adapter) -> None:
                 f"KEY-LIMIT-03: expected a revoked key to free a place; creating one more "
                 f"was refused ({error})"
             )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("KEY-LIMIT-02")
+def test_account_below_ten_active_keys_can_fill_up_to_ten(
+    adapter: Adapter, profile: Profile
+) -> None:
+    """Keys can be created in an account until it holds 10 active ones: a refusal while
+    it holds fewer fails.
+
+    How many active keys the account held before is not shown, so it is bounded from both
+    sides: at least the active keys the profile declares in it, at most every key its
+    console list shows (revoked ones too, if the list keeps them). A refusal after the
+    declared keys plus those made reach 10 passes; one before the listed keys plus those
+    made reach 10 fails; in between the run cannot tell, and says so.
+    """
+    declared = sum(1 for k in profile.keys.values() if k.account == "second" and not k.revoked)
+    try:
+        listed = len(adapter.list_keys("second").ids)
+    except AdapterError as error:
+        raise SetupFailed(f"set-up: list the second account's keys: {error}") from None
+    with _filled_account(adapter) as (made, refused):
+        if not refused or declared + len(made) >= KEY_LIMIT:
+            return
+        assert listed + len(made) >= KEY_LIMIT, (
+            f"KEY-LIMIT-02: creating a key was refused when the account held at most "
+            f"{listed + len(made)} keys ({listed} listed before, {len(made)} created since), "
+            f"fewer than the {KEY_LIMIT} active keys an account can hold"
+        )
+        pytest.skip(
+            f"cannot tell whether the refusal came below {KEY_LIMIT} active keys: the "
+            f"account held {declared} to {listed} active keys before ({declared} declared "
+            f"in the profile, {listed} in its list) and {len(made)} were created"
+        )

@@ -16,8 +16,10 @@ The order is deliberate:
 2. the concurrency limit, credits spent and refunded: each waits for room in the rolling
    window first (``ACCOUNT.make_room``), so a 429 it sees is never the rate limit's, and
    waits for its generations to finish, so the next check starts with none in flight;
-3. last, the daily credit cap (destructive): it spends what is left of the account's
-   credits for the day (a second destructive run on the same UTC day finds them spent).
+3. the daily credit cap (destructive): it spends what is left of the account's
+   credits for the day (a second destructive run on the same UTC day finds them spent);
+4. last, the cap's reset at 00:00 UTC, which moves the target's calendar clock forward
+   (the profile's ``[clock]``) or waits across midnight.
 
 The limits are read from the key's own tier record (spec §8: "read from the tier
 endpoint, not fixed"). Waiting for room in the window is waiting out the rolling minute
@@ -29,9 +31,9 @@ checks stay in this one module, so that no other worker ever shares the account'
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -40,25 +42,36 @@ import pytest
 
 from conformance.checks.low_limit import (
     ACCOUNT,
+    DAILY_ROLE,
     IMAGES,
+    MIDNIGHT_MARGIN_SECONDS,
+    REFUND_READS,
     ROLE,
+    SECOND_ROLE,
     TIER_PATH,
     WINDOW_SECONDS,
     CapRun,
+    DayRun,
     RateRun,
     accepted_id,
+    across_midnight,
+    concurrent_submits,
+    credits_settled,
     examined_429,
     first_cap_run,
+    first_day_run,
     first_rate_run,
     json_object,
     rate_request,
     rate_request_words,
+    spread_over_half_minute,
     submit_body,
     tier,
     wait_finished,
 )
 from conformance.judge.asserts import credits_used_today, describe
 from conformance.observe.receiver import Endpoint
+from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
@@ -106,6 +119,71 @@ def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profil
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
         f"requests were served in {rate_run.seconds:.1f} s (requests: "
         f"{rate_request_words(profile)})"
+    )
+
+
+@pytest.mark.requirement("TIER-VALUES-01")
+def test_per_minute_limit_enforced_is_the_one_the_tier_reports(
+    rate_run: RateRun, profile: Profile
+) -> None:
+    """The per-minute limit the key meets is the requests_per_minute its tier record
+    reports: the 429 comes at request requests_per_minute + 1, not sooner, not later."""
+    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
+        raise SetupFailed(
+            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
+            "one-minute window: the limit could not be reached"
+        )
+    enforced = "none" if rate_run.refused is None else str(rate_run.served)
+    assert enforced == str(rate_run.limit), (
+        f"TIER-VALUES-01: the tier record reports requests_per_minute = {rate_run.limit}, "
+        f"but the limit enforced was {enforced}: "
+        + (
+            f"{rate_run.served} requests were served, then {describe(rate_run.refused)}"
+            if rate_run.refused is not None
+            else f"all {rate_run.served} requests were served in {rate_run.seconds:.1f} s"
+        )
+        + f" (requests: {rate_request_words(profile)})"
+    )
+
+
+@pytest.mark.requirement("RATE-429-01")
+def test_rate_refusal_is_429(rate_run: RateRun) -> None:
+    """A request over the key's rate limit is refused with 429, not another status (spec
+    §7, "429 | Request rate limit exceeded"). Judged on request requests_per_minute + 1
+    when it was refused at all (RATE-RPM-02 judges a limit never enforced)."""
+    last = rate_run.last
+    if rate_run.refused is None and last.status_code == rate_run.first.status_code:
+        raise SetupFailed(f"setup: {rate_run.no_429}")  # answered like the served requests
+    assert last.status_code == 429, (
+        f"RATE-429-01: expected request {rate_run.limit + 1} within a minute "
+        f"(requests_per_minute = {rate_run.limit}) to be refused with 429; it was answered "
+        f"{describe(last)}"
+    )
+
+
+@pytest.mark.requirement("RATE-RPM-03")
+def test_rate_limit_is_per_key(api: ApiClient, rate_run: RateRun, profile: Profile) -> None:
+    """The per-minute limit is per API key (spec §8): while the low-limit key is limited,
+    another key of the same account is served. An implementation that counts the
+    account's requests together refuses the second key too."""
+    second = profile.key(SECOND_ROLE)  # a skip when the profile has no such key
+    if second.account != profile.key(ROLE).account:
+        raise SetupFailed(
+            f"setup: [keys.{SECOND_ROLE}] must be a second key of the {ROLE} key's account "
+            f"(account {profile.key(ROLE).account!r}), not of {second.account!r}"
+        )
+    examined_429(rate_run)
+    other = rate_request(api, profile, SECOND_ROLE)
+    limited = rate_request(api, profile)
+    if limited.status_code != 429:
+        raise SetupFailed(
+            f"setup: the {ROLE} key is no longer limited ({describe(limited)}): its window "
+            "rolled before the second key was tried"
+        )
+    assert other.status_code != 429, (
+        f"RATE-RPM-03: expected another key of the account to be served while the {ROLE} "
+        f"key is limited (the per-minute limit is per API key); it was answered "
+        f"{describe(other)}"
     )
 
 
@@ -172,16 +250,17 @@ def test_rate_429_remaining_header_is_zero(rate_run: RateRun) -> None:
 def test_rate_429_reset_header_is_unix_time_within_a_minute(
     rate_run: RateRun, profile: Profile
 ) -> None:
-    """X-RateLimit-Reset of a 429 is an integer unix time (seconds) in the coming minute."""
+    """X-RateLimit-Reset of a 429 is an integer unix time (seconds) in the coming minute,
+    judged by the catalog's timing bands."""
     seen = examined_429(rate_run).headers.get("x-ratelimit-reset")
-    tolerance = profile.timing.tolerance_seconds
-    earliest = rate_run.refused_at - tolerance - 1  # the header is whole seconds
-    latest = rate_run.refused_at + WINDOW_SECONDS + tolerance + 1
-    value = int(seen.strip()) if seen is not None and seen.strip().isdigit() else None
-    assert value is not None and earliest <= value <= latest, (
-        f"RATE-HDR-05: expected X-RateLimit-Reset to be a unix time in seconds between "
-        f"{earliest:.0f} and {latest:.0f} (the 429 came at {rate_run.refused_at:.0f}), "
-        f"saw {seen!r}"
+    assert seen is not None and seen.strip().isdigit(), (
+        f"RATE-HDR-05: expected X-RateLimit-Reset as an integer unix time in seconds, saw {seen!r}"
+    )
+    judge_timing(
+        "RATE-HDR-05",
+        int(seen.strip()) - math.floor(rate_run.refused_at),
+        profile,
+        what=f"X-RateLimit-Reset {seen.strip()}, the 429 at {rate_run.refused_at:.1f}",
     )
 
 
@@ -196,11 +275,24 @@ def test_rate_429_retry_after_reaches_reset(rate_run: RateRun, profile: Profile)
             f"setup: no Retry-After or X-RateLimit-Reset to compare "
             f"({refused.headers.get('retry-after')!r}, {reset!r})"
         )
-    tolerance = profile.timing.tolerance_seconds + 1  # both are whole seconds
-    retry_at = rate_run.refused_at + wait
-    assert retry_at >= int(reset) - tolerance, (
-        f"RATE-HDR-06: expected waiting Retry-After ({wait:g} s) to reach "
-        f"X-RateLimit-Reset {reset}; it ends at {retry_at:.0f}"
+    judge_timing(
+        "RATE-HDR-06",
+        abs(rate_run.refused_at + wait - int(reset)),
+        profile,
+        what=f"Retry-After {wait:g} s, X-RateLimit-Reset {reset.strip()}",
+    )
+
+
+@pytest.mark.requirement("RATE-BODY-01")
+def test_rate_429_body_has_detail_string(rate_run: RateRun) -> None:
+    """A rate-limit 429 has a JSON body with a ``detail`` string (spec §7), checked on the
+    per-minute 429 so that no credits need be spent for it."""
+    refused = examined_429(rate_run)
+    body = json_object(refused)
+    detail = body.get("detail") if body is not None else None
+    assert isinstance(detail, str), (
+        f"RATE-BODY-01: expected a JSON body with a 'detail' string on the rate-limit 429, "
+        f"saw {describe(refused)}"
     )
 
 
@@ -234,6 +326,30 @@ def test_rate_retry_after_waiting_retry_after_is_served(
     )
 
 
+@pytest.mark.slow
+@pytest.mark.requirement("RATE-RPM-04")
+def test_rate_window_rolls(api: ApiClient, profile: Profile, recorder: Recorder) -> None:
+    """The per-minute window rolls (spec §8, "rolling window"): requests leave it one by
+    one, a minute after each was sent.
+
+    Half the limit is sent, then half a minute later the rest; a minute after the first
+    half only that half has left a rolling window, so exactly that many requests are
+    served and the next is refused. A fixed window that drops its whole count a minute
+    after it began serves the full limit again (more than the limit within a minute); a
+    window that never rolls serves none.
+    """
+    spread = spread_over_half_minute(api, profile, recorder)
+    limit, first_half, tolerance = spread.limit, spread.first_half, profile.timing.tolerance_seconds
+    statuses = spread.after_the_roll(api, profile)
+    served = sum(1 for s in statuses if s != 429)
+    assert served == first_half and statuses[-1] == 429, (
+        f"RATE-RPM-04: expected a rolling minute: {first_half} requests sent at 0 s and "
+        f"{limit - first_half} at 30 s (requests_per_minute = {limit}), then at "
+        f"{WINDOW_SECONDS + tolerance:.0f} s exactly {first_half} served (those of 0 s left "
+        f"the window) and the next answered 429; saw {served} served (statuses {statuses})"
+    )
+
+
 # -- 2. concurrency, credits spent and refunded ----------------------------------------------
 
 
@@ -261,22 +377,8 @@ def test_concurrency_submit_beyond_limit_is_refused(
     clients = [make_api() for _ in range(burst)]
     seen: list[list[int]] = []
     for _ in range(CONCURRENCY_TRIALS):
-        ACCOUNT.make_room(recorder, burst, profile)
-        endpoint = make_endpoint()
-
-        def send(client: ApiClient, target: Endpoint = endpoint) -> httpx.Response:
-            return client.request(
-                "POST", IMAGES, role=ROLE, json=submit_body(target, prompt), patient=False
-            )
-
-        with ThreadPoolExecutor(max_workers=burst) as pool:
-            responses = list(pool.map(send, clients))
-        statuses = [r.status_code for r in responses]
-        seen.append(statuses)
-        accepted = sum(1 for s in statuses if 200 <= s < 300)
-        if accepted:
-            wait_finished(endpoint, accepted, profile)
-        if any(400 <= s < 500 for s in statuses):
+        seen.append(concurrent_submits(clients, make_endpoint(), prompt, profile, recorder))
+        if any(400 <= s < 500 for s in seen[-1]):
             return
     raise AssertionError(
         f"RATE-CONC-02: expected one of {burst} simultaneous submits (concurrent_limit = "
@@ -309,8 +411,7 @@ def test_credits_failed_generation_is_refunded(
 ) -> None:
     """A failed generation gives its credits back: credits used today return to before."""
     tier(api)
-    reads = 3  # the refund may land just after the event; re-read within the tolerance
-    ACCOUNT.make_room(recorder, 2 + reads, profile)
+    ACCOUNT.make_room(recorder, 2 + REFUND_READS, profile)
     before = credits_used_today(api, ROLE)
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     response = api.request(
@@ -318,13 +419,7 @@ def test_credits_failed_generation_is_refunded(
     )
     accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
     wait_finished(endpoint, 1, profile)
-    deadline = time.monotonic() + profile.timing.tolerance_seconds
-    after = credits_used_today(api, ROLE)
-    for _ in range(reads - 1):
-        if after <= before or time.monotonic() >= deadline:
-            break
-        time.sleep(profile.timing.tolerance_seconds / reads)
-        after = credits_used_today(api, ROLE)
+    after = credits_settled(api, profile, lambda used: used <= before)
     assert after <= before, (
         f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
         f"generation, saw {after}"
@@ -385,13 +480,19 @@ def test_credit_cap_retry_after_is_seconds_to_utc_midnight(
     """Retry-After of a credit-cap 429 is the number of seconds until the next 00:00 UTC."""
     refused = examined_429(cap_run)
     wait = parse_retry_after(refused.headers.get("retry-after"), now=cap_run.refused_at)
+    if wait is None:
+        raise SetupFailed(
+            f"setup: no Retry-After in seconds on the credit-cap 429 "
+            f"({refused.headers.get('retry-after')!r}; CREDIT-CAP-02 judges its presence)"
+        )
     moment = datetime.fromtimestamp(cap_run.refused_at, UTC)
     midnight = datetime(moment.year, moment.month, moment.day, tzinfo=UTC) + timedelta(days=1)
     expected = midnight.timestamp() - cap_run.refused_at
-    tolerance = profile.timing.tolerance_seconds + 1  # whole seconds
-    assert wait is not None and abs(wait - expected) <= tolerance, (
-        f"CREDIT-CAP-04: expected Retry-After of about {expected:.0f} s (to 00:00 UTC), "
-        f"saw {refused.headers.get('retry-after')!r}"
+    judge_timing(
+        "CREDIT-CAP-04",
+        abs(wait - expected),
+        profile,
+        what=f"Retry-After {wait:g} s, {expected:.0f} s to 00:00 UTC",
     )
 
 
@@ -419,4 +520,81 @@ def test_credit_cap_refused_submit_spends_no_credits(
     assert after == before, (
         f"CREDIT-CAP-06: expected credits used today to stay {before} across a submit "
         f"refused for the cap ({describe(response)}), saw {after}"
+    )
+
+
+# -- 4. the daily reset at 00:00 UTC (last: it moves the target's calendar) -------------------
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-03")
+def test_credit_cap_resets_at_utc_midnight(
+    api: ApiClient,
+    cap_run: CapRun,
+    make_endpoint: Callable[..., Endpoint],
+    profile: Profile,
+    recorder: Recorder,
+) -> None:
+    """The daily credit cap resets at 00:00 UTC (spec §8): with the day's credits spent,
+    a submit shortly before 00:00 UTC is still refused, and one shortly after is accepted.
+
+    The target's clock gets there through the profile's ``[clock]``: the declared request
+    moves it forward, or the run waits across midnight. A cap that resets at another hour
+    (a local midnight) is caught on one side of 00:00 UTC or the other: refused after it,
+    or accepted before it.
+    """
+    examined_429(cap_run)
+    endpoint = make_endpoint("credit-cap-reset")
+
+    def submit() -> httpx.Response:
+        ACCOUNT.make_room(recorder, 1, profile)
+        return api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
+
+    before, after = across_midnight(api, profile, submit)
+    assert before is None or before.status_code == 429, (
+        f"CREDIT-CAP-03: expected the credit cap to hold until 00:00 UTC: a submit "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s before it (the day's credits spent) was answered "
+        f"{describe(before)}, not 429"
+    )
+    assert 200 <= after.status_code < 300, (
+        f"CREDIT-CAP-03: expected the credit cap to reset at 00:00 UTC: a submit "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(after)}"
+    )
+    wait_finished(endpoint, 1, profile)
+
+
+@pytest.fixture
+def day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
+    return first_day_run(make_api, profile)
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("RATE-RPD-01")
+def test_rate_day_limit_answered_429(day_run: DayRun) -> None:
+    """The request after requests_per_day requests within a UTC day is answered 429 (spec
+    §8), on a key whose tier allows more per minute than per day."""
+    assert day_run.refused is not None, (
+        f"RATE-RPD-01: expected a 429 within {day_run.per_day + 1} requests of one UTC day "
+        f"(requests_per_day = {day_run.per_day}); all were served: {list(day_run.statuses)}"
+    )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("RATE-RPD-02")
+def test_rate_day_limit_resets_at_utc_midnight(
+    api: ApiClient, day_run: DayRun, profile: Profile
+) -> None:
+    """The daily request count resets at 00:00 UTC (spec §8, "calendar day (UTC)"): with
+    the day's requests spent, a request shortly before 00:00 UTC is still refused, and one
+    shortly after is served. A count that resets at a local midnight is caught on one side
+    of 00:00 UTC or the other."""
+    examined_429(day_run)
+    before, after = across_midnight(api, profile, lambda: rate_request(api, profile, DAILY_ROLE))
+    assert before is None or before.status_code == 429, (
+        f"RATE-RPD-02: expected the day's request limit to hold until 00:00 UTC: a request "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s before it was answered {describe(before)}, not 429"
+    )
+    assert after.status_code != 429, (
+        f"RATE-RPD-02: expected the day's request count to reset at 00:00 UTC: a request "
+        f"{MIDNIGHT_MARGIN_SECONDS:g} s after it was answered {describe(after)}"
     )

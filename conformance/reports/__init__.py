@@ -59,6 +59,10 @@ class RunInfo:
     started_at: datetime
     finished_at: datetime
     reproduction: Reproduction = field(default_factory=Reproduction)
+    #: What judged it: the digests of the installed suite's files and of its catalog
+    #: (:mod:`conformance.provenance`), which an attestation binds to the verdicts.
+    suite_sha256: str | None = None
+    catalog_sha256: str | None = None
 
 
 def new_report_dir(base: Path = Path("reports")) -> Path:

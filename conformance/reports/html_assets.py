@@ -30,8 +30,9 @@ padding:0 .3rem;font-weight:600;color:#fff}
 .v-fail{background:#c62828;border-color:#c62828}.v-error{background:#6a1b9a;border-color:#6a1b9a}
 .v-warn{background:#ef6c00;border-color:#ef6c00}.v-pass{background:#2e7d32;border-color:#2e7d32}
 .v-skip{background:#757575;border-color:#757575}
-.v-untested{background:#455a64;border-color:#455a64}
-.req.v-fail,.req.v-error,.req.v-warn,.req.v-pass,.req.v-skip,.req.v-untested{background:#fff}
+.v-untested,.v-unobservable{background:#455a64;border-color:#455a64}
+.req.v-fail,.req.v-error,.req.v-warn,.req.v-pass,.req.v-skip,.req.v-untested,
+.req.v-unobservable{background:#fff}
 .muted{color:#666}.ctl{color:#b00020;background:#fde7ea}
 .filters{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:.4rem 0;
 z-index:1}.filters label{margin-right:.7rem;white-space:nowrap}

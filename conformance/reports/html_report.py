@@ -7,8 +7,9 @@ holding ``<script>`` shows as text; control bytes and bidirectional overrides sh
 ``\\xNN`` / ``\\uNNNN`` escapes instead of acting on the page.
 
 Order: a verdict banner (conformant or not, why, counts, duration), the run's identity,
-filters, the requirements that failed and the untested ones listed by id (never hidden),
-then area → requirement (its statement) → checks, the worst first. A failing or warned
+filters, the requirements that failed, the untested ones and those no check can observe
+listed by id (never hidden), then area → requirement (its statement) → checks, the worst
+first. A failing or warned
 check shows expected vs seen, its measurements, a timeline of each delivery chain it
 looked at, the redacted exchanges and a line to reproduce it; a passing check shows one
 line per exchange, so that a full run stays small.
@@ -256,24 +257,28 @@ def _banner(info: RunInfo, verdicts: RunVerdicts) -> str:
     failed = verdicts.with_verdict(Verdict.FAIL)
     errors = verdicts.with_verdict(Verdict.ERROR)
     warned = verdicts.with_verdict(Verdict.WARN)
-    if verdicts.ok:
-        headline = "Conformant"
-        why = "No stated (MUST) requirement failed and every check ran."
-        if warned:
-            why += (
-                f" {len(warned)} interpretation(s) not met, reported as warnings only: "
-                f"{_ids(warned)}."
-            )
-    else:
-        headline = "Not conformant"
-        reasons = []
-        if failed:
-            reasons.append(f"{len(failed)} stated requirement(s) failed: {_ids(failed)}")
-        if errors:
-            reasons.append(
-                f"{len(errors)} requirement(s) could not be checked (harness error): {_ids(errors)}"
-            )
-        why = "; ".join(reasons) + "."
+    # The verdict in the words every output shares (Coverage.line), then what it counts.
+    coverage = verdicts.coverage()
+    headline = (
+        "Conformant"
+        if coverage.conformant
+        else "Not conformant"
+        if coverage.failed
+        else "Not all checked"
+    )
+    reasons = [coverage.line()]
+    if failed:
+        reasons.append(f"{len(failed)} stated requirement(s) failed: {_ids(failed)}")
+    if errors:
+        reasons.append(
+            f"{len(errors)} requirement(s) could not be checked (harness error): {_ids(errors)}"
+        )
+    why = "; ".join(reasons) + "."
+    if warned:
+        why += (
+            f" {len(warned)} interpretation(s) not met, reported as warnings only: {_ids(warned)}."
+        )
+    details = "".join(f"<p>{_e(line)}</p>" for line in coverage.details())
     counts = "".join(
         f"<span>{count} {_e(verdict.value)}</span>" for verdict, count in verdicts.counts().items()
     )
@@ -284,8 +289,8 @@ def _banner(info: RunInfo, verdicts: RunVerdicts) -> str:
     seconds = (info.finished_at - info.started_at).total_seconds()
     minutes, rest = divmod(round(seconds), 60)
     return (
-        f"<div class='banner {'ok' if verdicts.ok else 'bad'}' id='verdict' role='status'>"
-        f"<p class='headline'>{headline}</p><p>{_e(why)}</p>"
+        f"<div class='banner {'ok' if coverage.conformant else 'bad'}' id='verdict' "
+        f"role='status'><p class='headline'>{headline}</p><p>{_e(why)}</p>{details}"
         f"<p class='counts'>requirements: {counts}</p>"
         f"<p>checks: {len(verdicts.checks)} ({_e(checks)}) · duration {minutes} min {rest} s"
         f" · target {_e(info.profile_name or 'embedded reference')}</p></div>"
@@ -328,6 +333,8 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         ("api_version expected", info.api_version or ""),
         ("spec", info.spec_version),
         ("suite", info.suite_version),
+        ("suite files sha256", info.suite_sha256 or ""),
+        ("catalog sha256", info.catalog_sha256 or ""),
         ("started", info.started_at.isoformat()),
         ("finished", info.finished_at.isoformat()),
     ]
@@ -361,6 +368,10 @@ def render_html(info: RunInfo, verdicts: RunVerdicts) -> str:
         + _id_list("Harness errors", verdicts.with_verdict(Verdict.ERROR))
         + _id_list("Warnings (interpretations not met)", verdicts.with_verdict(Verdict.WARN))
         + _id_list("Untested", verdicts.with_verdict(Verdict.UNTESTED))
+        + _id_list(
+            "Not observable from outside (never passed)",
+            verdicts.with_verdict(Verdict.UNOBSERVABLE),
+        )
         + "<h2>Requirements</h2>"
         + _filters(sorted(by_area))
         + "".join(sections)

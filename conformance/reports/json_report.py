@@ -15,6 +15,30 @@ __all__ = ["FORMAT", "results_document"]
 FORMAT = "genapi-conformance/results/1"
 
 
+def _coverage(verdicts: RunVerdicts) -> dict[str, Any]:
+    """The verdict line and what it counts: MUST requirements checked, not checked,
+    skipped per capability the profile lacks, and those no check can observe (with why)."""
+    coverage = verdicts.coverage()
+    return {
+        "line": coverage.line(),
+        "conformant": coverage.conformant,
+        "must_checked": len(coverage.checked),
+        "must_failed": [rv.requirement.id for rv in coverage.failed],
+        "must_not_checked": [
+            {"id": rv.requirement.id, "reason": rv.reason} for rv in coverage.unchecked
+        ],
+        "must_outside_selection": [r.id for r in coverage.outside],
+        "must_skipped_for_capability": {
+            capability: [rv.requirement.id for rv in rvs]
+            for capability, rvs in coverage.lacking.items()
+        },
+        "not_observable": [
+            {"id": rv.requirement.id, "reason": rv.requirement.unobservable_reason}
+            for rv in coverage.unobservable
+        ],
+    }
+
+
 def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
     """The JSON document: run metadata, counts, one entry per requirement, the checks.
 
@@ -32,6 +56,7 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
                 "heading": requirement.heading,
                 "level": requirement.level.value,
                 "party": requirement.party.value,
+                "observable": requirement.observable,
                 "verdict": rv.verdict.value,
                 "reason": rv.reason,
                 "evidence": [
@@ -52,6 +77,8 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "suite_version": info.suite_version,
+        "suite_sha256": info.suite_sha256,
+        "catalog_sha256": info.catalog_sha256,
         "spec_version": info.spec_version,
         "api_version": info.api_version,
         "profile": {
@@ -63,6 +90,7 @@ def results_document(info: RunInfo, verdicts: RunVerdicts) -> dict[str, Any]:
         "finished_at": info.finished_at.isoformat(),
         "duration_seconds": round((info.finished_at - info.started_at).total_seconds(), 3),
         "ok": verdicts.ok,
+        "coverage": _coverage(verdicts),
         "counts": {verdict.value: count for verdict, count in verdicts.counts().items()},
         "requirements": requirements,
         "checks": [check.to_dict() for check in verdicts.checks],

@@ -39,6 +39,7 @@ from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
 from conformance.reports import ALLURE_DIR, Reproduction, new_report_dir
 from conformance.run import allure_report
+from conformance.run.commands import attest, keygen, load, verify_attestation
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY
 from conformance.run.plugin.run import reproduction
@@ -78,7 +79,8 @@ def _reference(argv: list[str]) -> int:
 
 
 _EXIT_CODES = (
-    "Exit codes of run: 0 conformant (no MUST requirement failed, no harness error), "
+    "Exit codes of run: 0 no MUST requirement failed and no harness error (whether every "
+    "MUST was checked is the verdict line's to say), "
     "1 a MUST requirement failed (or, with --strict, a warning), 2 usage or profile error, "
     "3 harness error."
 )
@@ -106,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
+    for command in (keygen, attest, verify_attestation, load):
+        command.register(commands)
     return parser
 
 

@@ -115,6 +115,8 @@ class EmbeddedReference:
             str(directory / "profile.toml"),
             "--allow-cidr",
             "127.0.0.1/32",
+            # The daily limits' reset at 00:00 UTC is checked by moving its test clock.
+            "--test-clock",
         ]
         if self.dns_server is not None:
             host, port = self.dns_server.address

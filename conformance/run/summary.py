@@ -36,6 +36,7 @@ _STYLES = {
     "pass": "green",
     "skip": "dim",
     "untested": "dim",
+    "unobservable": "dim",
 }
 #: The check counts, in the words JUnit dashboards use.
 _CHECK_WORDS = {
@@ -85,6 +86,9 @@ def summarise(
         return
     counts = verdicts.counts()
     say(_verdict_line(end.target, verdicts, strict=end.strict))
+    if not quiet:
+        for detail in verdicts.coverage().details():
+            say(f"  {detail}")
     say(
         "requirements: "
         + ", ".join(f"{count} {verdict.value}" for verdict, count in counts.items())
@@ -127,12 +131,12 @@ def _one_line(reason: str) -> str:
 
 
 def _verdict_line(target: str, verdicts: RunVerdicts, *, strict: bool) -> Text:
+    """The verdict in the words of :meth:`~conformance.verdicts.Coverage.line` (the one
+    wording every output shares), with the warnings, or --strict's refusal of them."""
     warned = len(verdicts.with_verdict(Verdict.WARN))
-    if not verdicts.ok:
-        return Text(
-            f"not conformant: {target}: a stated (MUST) requirement failed or could not be checked",
-            style="bold red",
-        )
+    coverage = verdicts.coverage()
+    if coverage.failed:
+        return Text(coverage.line(target), style="bold red")
     if warned and strict:
         return Text(
             f"not accepted (--strict): {target}: no MUST requirement failed, "
@@ -140,4 +144,5 @@ def _verdict_line(target: str, verdicts: RunVerdicts, *, strict: bool) -> Text:
             style="bold red",
         )
     tail = f" ({warned} warnings: interpretations, never failures)" if warned else ""
-    return Text(f"conformant: {target}: no MUST requirement failed{tail}", style="bold green")
+    style = "bold green" if coverage.conformant else "bold yellow"
+    return Text(coverage.line(target) + tail, style=style)

@@ -40,6 +40,7 @@ from conformance.target.adapter_declaration import (
     parse_declaration,
     preset_names,
 )
+from conformance.target.clock import ClockProfile, parse_clock
 from conformance.target.wire import RateProfile, WireProfile
 
 __all__ = [
@@ -197,6 +198,7 @@ class Profile:
     timing: TimingProfile = field(default_factory=TimingProfile)
     wire: WireProfile = field(default_factory=WireProfile)
     rate: RateProfile = field(default_factory=RateProfile)
+    clock: ClockProfile = field(default_factory=ClockProfile)
     source: str = "<memory>"
     #: The environment variable each secret was read from (``keys.primary.key`` →
     #: ``ACME_KEY``), for reproduction lines that name the variables the user already set.
@@ -311,6 +313,7 @@ class Profile:
                 "secret_keying": self.wire.secret_keying,
             },
             "rate": {"request": self.rate.request},
+            "clock": self.clock.to_dict(),
         }
 
 
@@ -469,6 +472,8 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
     problems = _base_url_problems(document)
     adapter, adapter_problems = parse_declaration(document.get("adapter"))
     problems += adapter_problems
+    clock, clock_problems = parse_clock(document.get("clock"))
+    problems += clock_problems
     keys: dict[str, KeyProfile] = {}
     env_names: dict[str, str] = {}
     for role, table in document.get("keys", {}).items():
@@ -545,6 +550,7 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         ),
         wire=WireProfile(**document.get("wire", {})),
         rate=RateProfile(**document.get("rate", {})),
+        clock=clock,
         source=source,
         secret_env=MappingProxyType(env_names),
     )

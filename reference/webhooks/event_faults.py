@@ -115,6 +115,9 @@ OUTPUT_URL_NULL_ON_SUCCESS = Fault(
 WEBHOOK_ID_NULL_REGISTERED = Fault(
     "webhook-id-null-registered", "EVT-ENV-06", "webhook.id deliveries carry webhook_id null"
 )
+FAILED_STATUS_WRONG = Fault(
+    "failed-status-wrong", "GEN-STATE-01", "generation.failed carries data.status 'error'"
+)
 CANCELLED_STATUS_WRONG = Fault(
     "cancelled-status-wrong", "EVT-CANCEL-03", "generation.cancelled carries data.status 'canceled'"
 )
@@ -307,6 +310,8 @@ def envelope(faults: Faults, built: dict[str, Any], mode: str) -> dict[str, Any]
         data["error_message"] = "no error"
     if faults.on(ERROR_MESSAGE_EMPTY_ON_FAILURE) and failed:
         data["error_message"] = ""
+    if faults.on(FAILED_STATUS_WRONG) and failed:
+        data["status"] = "error"
     if faults.on(CANCELLED_STATUS_WRONG) and data.get("status") == "cancelled":
         data["status"] = "canceled"
     if faults.on(FAILED_CREDITS_NOT_ZERO) and failed:

@@ -53,6 +53,11 @@ OUTCOME_FILTER_IGNORED = Fault(
     "REC-HOOK-04",
     "a webhook's delivery list ignores a valid outcome filter",
 )
+LIMIT_ABOVE_MAXIMUM_HONOURED = Fault(
+    "limit-above-maximum-honoured",
+    "REC-HOOK-13",
+    "a webhook's delivery list serves a limit above 100 in full (limit=101: 101 records)",
+)
 LIMIT_IGNORED = Fault(
     "limit-ignored",
     "REC-HOOK-06",
@@ -127,7 +132,13 @@ class DeliveryLists:
                 count = 0
             if clamp:  # the choice list_limit: out-of-range values are brought in range
                 count = min(count, MAX_LIST_LIMIT) if count >= 1 else CLAMPED_DEFAULT_LIMIT
-            if not 1 <= count <= MAX_LIST_LIMIT:
+            # Fault LIMIT_ABOVE_MAXIMUM_HONOURED: limits beyond the maximum are served.
+            highest = (
+                10 * MAX_LIST_LIMIT
+                if self.faults.on(LIMIT_ABOVE_MAXIMUM_HONOURED)
+                else MAX_LIST_LIMIT
+            )
+            if not 1 <= count <= highest:
                 raise ApiError(
                     400, f"limit must be an integer from 1 to {MAX_LIST_LIMIT} (spec §8)"
                 )

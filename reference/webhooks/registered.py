@@ -44,6 +44,11 @@ WEBHOOK_SECRET_UNPREFIXED = Fault(
     "HOOK-SECRET-01",
     "registered webhooks get a secret without the whsec_ prefix",
 )
+WEBHOOK_ID_UNPREFIXED = Fault(
+    "webhook-id-unprefixed",
+    "HOOK-ID-01",
+    "POST /api/webhooks answers the id without its prefix, which webhook.id does not find",
+)
 WEBHOOK_CREATED_WITHOUT_SECRET = Fault(
     "webhook-created-without-secret",
     "CONSOLE-HOOK-01",
@@ -115,6 +120,8 @@ class RegisteredWebhooks:
         }
         if self.faults.on(WEBHOOK_CREATED_WITHOUT_SECRET):
             del created["secret"]
+        if self.faults.on(WEBHOOK_ID_UNPREFIXED):
+            created["id"] = webhook_id.split("_", 1)[-1]
         return created
 
     def listing(self, account_id: str) -> dict[str, Any]:

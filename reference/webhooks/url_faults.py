@@ -209,6 +209,26 @@ REDELIVER_REFUSAL_RECORDED = Fault(
 BAD_TARGET_422 = Fault(
     "bad-target-422", "TARGET-URL-01", "a callback target failing validation gets 422"
 )
+SCHEME_REFUSED_422 = Fault(
+    "callback-scheme-422",
+    "ERR-400-01",
+    "a callback target whose scheme is neither http nor https is answered 422",
+)
+UNRESOLVABLE_502 = Fault(
+    "callback-unresolvable-502",
+    "ERR-400-02",
+    "a callback host name that does not resolve is answered 502 (taken for an upstream error)",
+)
+PRIVATE_403 = Fault(
+    "callback-private-403",
+    "ERR-400-03",
+    "a callback target in a private range (10/8, 172.16/12, 192.168/16) is answered 403",
+)
+TOO_LONG_414 = Fault(
+    "callback-too-long-414",
+    "ERR-400-04",
+    "a callback target over 2048 characters is answered 414 (URI Too Long)",
+)
 LOSING_CALLBACK_UNCHECKED = Fault(
     "losing-callback-unchecked",
     "TARGET-ORDER-05",
@@ -431,6 +451,25 @@ async def _unchecked(policy: CallbackPolicy, url: str, where: str) -> ValidatedT
     )
 
 
+#: The faults that give one §7 condition of a bad callback target its own status, by
+#: the netguard rule that decides the condition.
+_STATUS_BY_RULE: Final[tuple[tuple[Fault, Callable[[str], bool], int], ...]] = (
+    (SCHEME_REFUSED_422, lambda rule: rule == "scheme", 422),
+    (UNRESOLVABLE_502, lambda rule: rule == "unresolvable", 502),
+    (PRIVATE_403, lambda rule: rule.startswith("private-"), 403),
+    (TOO_LONG_414, lambda rule: rule == "length", 414),
+)
+
+
+def _refusal_status(faults: Faults, rule: str) -> int:
+    """The status of a refused callback target: 400 (spec §7), unless a fault of this
+    module answers the condition *rule* stands for with another."""
+    for fault, matches, status in _STATUS_BY_RULE:
+        if faults.on(fault) and matches(rule):
+            return status
+    return 400
+
+
 async def validate(
     policy: CallbackPolicy, faults: Faults, url: Any, *, where: str
 ) -> ValidatedTarget:
@@ -444,7 +483,7 @@ async def validate(
             seen = _seen(rejected, url, where)
             if any(faults.on(fault) and waive(seen) for fault, waive in _WAIVERS.items()):
                 return await _unchecked(policy, url, where)
-        status = 422 if faults.on(BAD_TARGET_422) else 400
+        status = 422 if faults.on(BAD_TARGET_422) else _refusal_status(faults, rejected.rule)
         raise ApiError(status, f"{where} is not an allowed callback target: {rejected}") from None
     for fault, refuse in _REFUSALS.items():
         why = refuse(target) if faults.on(fault) else None

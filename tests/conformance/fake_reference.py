@@ -41,6 +41,7 @@ def main() -> int:
     parser.add_argument("--allow-cidr", action="append", default=[])
     parser.add_argument("--fault", action="append", default=[])
     parser.add_argument("--dns-server")
+    parser.add_argument("--test-clock", action="store_true")
     args = parser.parse_args()
     mode = os.environ.get("FAKE_MODE", "ok")
     if mode == "crash":

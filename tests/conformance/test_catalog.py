@@ -522,6 +522,24 @@ def _dump(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False)
 
 
+def test_unobservable_entry_carries_its_reason() -> None:
+    document = copy.deepcopy(_MINIMAL)
+    document["requirements"][1].update(
+        observable=False, unobservable_reason="How a secret is stored\n is not visible."
+    )
+    catalog = parse_catalog(_dump(document))
+    assert catalog["SIG-HMAC-01"].observable
+    assert not catalog["SIG-HMAC-02"].observable
+    assert catalog["SIG-HMAC-02"].unobservable_reason == "How a secret is stored is not visible."
+    assert [r.id for r in catalog.unobservable()] == ["SIG-HMAC-02"]
+
+
+def test_shipped_key_stored_hashed_is_unobservable_with_a_reason() -> None:
+    hashed = load_catalog()["KEY-HASH-01"]
+    assert not hashed.observable
+    assert hashed.unobservable_reason
+
+
 def test_minimal_catalog_parses() -> None:
     catalog = parse_catalog(_dump(_MINIMAL))
     assert catalog.ids == ("SIG-HMAC-01", "SIG-HMAC-02")
@@ -646,6 +664,10 @@ def _broken(change: str) -> dict[str, Any]:
         second["needs"] = ["black-box", "slow"]
     elif change == "interpretation-without-notes":
         second["level"] = "INTERPRETATION"
+    elif change == "unobservable-without-reason":
+        second["observable"] = False
+    elif change == "reason-without-unobservable":
+        second["unobservable_reason"] = "storage is not visible over HTTP"
     elif change == "unknown-field":
         second["tests"] = ["test_x"]
     elif change == "bad-section":
@@ -696,6 +718,18 @@ def _broken(change: str) -> dict[str, Any]:
             "requirements[1] (SIG-HMAC-02)",
             "'notes' is a required property",
             id="interpretation-without-notes",
+        ),
+        pytest.param(
+            "unobservable-without-reason",
+            "requirements[1] (SIG-HMAC-02)",
+            "'unobservable_reason' is a required property",
+            id="unobservable-without-reason",
+        ),
+        pytest.param(
+            "reason-without-unobservable",
+            "requirements[1] (SIG-HMAC-02)",
+            "unobservable_reason given, but the entry is observable",
+            id="reason-without-unobservable",
         ),
         pytest.param(
             "unknown-field",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import conformance
+from conformance.catalog import load_catalog
 
 CHECKS = Path(conformance.__file__).parent / "checks"
 #: Calls whose strings may name other rules: a skip or a set-up error says which rule
@@ -179,6 +180,15 @@ def test_rules_given_to_the_judging_helpers_are_single_cited_ids() -> None:
     instead of a verdict, or blame a rule the check does not verify."""
     offences = list(rule_offences(_modules()))
     assert not offences, "\n".join(offences)
+
+
+def test_no_check_cites_a_requirement_the_catalog_calls_unobservable() -> None:
+    """A rule the catalog says no black-box check can observe (``observable: false``) is
+    cited by no check: either the catalog or the check would be wrong."""
+    unobservable = {r.id for r in load_catalog().unobservable()}
+    assert unobservable, "the catalog lists KEY-HASH-01 as unobservable"
+    cited = {(m.name, i) for m in _modules() for i in m.cited if i in unobservable}
+    assert not cited, f"checks cite requirements the catalog calls unobservable: {cited}"
 
 
 def test_checks_name_only_the_ids_they_cite() -> None:

@@ -106,7 +106,7 @@ def test_plugin_outcomes_map_to_requirement_verdicts(checks: pytest.Pytester) ->
     assert "teardown exploded" in by_id[MUST[6]]["reason"]
     assert by_id[MUST[5]]["reason"] == "no check in the suite verifies this requirement"
     assert len(data["requirements"]) == len(_CATALOG), "every requirement is in the report"
-    assert data["counts"]["untested"] == len(_CATALOG) - 7
+    assert data["counts"]["untested"] == len(_CATALOG) - 7 - len(_CATALOG.unobservable())
     assert not data["ok"]
     result.stdout.fnmatch_lines(
         ["*conformance verdicts by requirement*", f"FAIL  {MUST[1]}: *", f"WARN  {INTERP[0]}: *"]
@@ -503,3 +503,48 @@ def test_plugin_needs_the_profile_lacks_are_skips_with_the_fix(checks: pytest.Py
     assert "needs dns: add a [dns] table" in reasons[MUST[0]]
     assert "needs console: add [sessions.primary]" in reasons[MUST[1]]
     assert "needs console: add [sessions.primary]" in reasons[CONSOLE_ONLY]
+
+
+#: Every MUST of the implementation that a black-box check can observe.
+OBSERVABLE_MUSTS = [
+    r for r in _CATALOG if r.level is Level.MUST and r.party.value == "service" and r.observable
+]
+
+
+def test_verdict_line_of_a_profile_lacking_capabilities(checks: pytest.Pytester) -> None:
+    """One passing check per observable MUST, run with a profile that has no console, no
+    dns, no adapter and no destructive budget: the checks needing them skip, and the
+    verdict line says conformant with the skips counted by capability. Without the check
+    of one requirement, the line says how many MUSTs were checked and which were not."""
+    profile = checks.makefile(".toml", profile=BARE_PROFILE)
+    names = {r.id: f"test_{r.id.lower().replace('-', '_')}" for r in OBSERVABLE_MUSTS}
+    checks.makepyfile(test_all=_passing_checks(*((names[i], i, None) for i in names)))
+    report_dir = checks.path / "out"
+    result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
+    coverage = _results(report_dir)["coverage"]
+    lacking = coverage["must_skipped_for_capability"]
+    assert set(lacking) == {"adapter", "console", "dns", "destructive"}
+    skipped = sum(len(ids) for ids in lacking.values())
+    assert coverage["must_checked"] == len(OBSERVABLE_MUSTS) - skipped
+    by_capability = ", ".join(f"{name} ({len(ids)})" for name, ids in sorted(lacking.items()))
+    line = (
+        f"conformant: no failures among the {coverage['must_checked']} MUST requirements "
+        f"checked; {skipped} skipped for capabilities the profile lacks: {by_capability}"
+    )
+    assert coverage["line"] == line
+    assert coverage["conformant"]
+    assert coverage["not_observable"][0]["id"] == "KEY-HASH-01"
+    result.stdout.fnmatch_lines([line, "cannot be observed from outside (*): *KEY-HASH-01*"])
+
+    left_out = next(r.id for r in OBSERVABLE_MUSTS if set(r.needs) == {Need.BLACK_BOX})
+    checks.makepyfile(
+        test_all=_passing_checks(*((names[i], i, None) for i in names if i != left_out))
+    )
+    result = checks.runpytest("--profile", str(profile), "--report-dir", str(report_dir))
+    coverage = _results(report_dir)["coverage"]
+    assert coverage["line"] == (
+        f"no failures among the {coverage['must_checked']} MUST requirements checked; 1 not checked"
+    )
+    assert not coverage["conformant"]
+    assert [entry["id"] for entry in coverage["must_not_checked"]] == [left_out]
+    result.stdout.fnmatch_lines([f"not checked (1): {left_out}"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -106,6 +107,7 @@ def test_results_document_references_checks_and_exchanges() -> None:
         "pass": 1,
         "skip": 0,
         "untested": 1,
+        "unobservable": 0,
     }
     assert document["ok"] is False
     by_id = {r["id"]: r for r in document["requirements"]}
@@ -144,6 +146,60 @@ def test_html_lists_summary_failures_first_and_untested() -> None:
     tier_pass = page.index("id='req-TIER-FIELD-01'")
     assert tier_fail < tier_warn < tier_pass, "within an area, the worst verdicts come first"
     assert page.index("area TIER") < page.index("area KEY"), "the failing area comes first"
+
+
+def _unobservable_run() -> RunVerdicts:
+    hashed = replace(
+        _requirement("KEY-HASH-01", area="KEY"),
+        observable=False,
+        unobservable_reason="how a key is stored is not visible over HTTP",
+    )
+    passed = CheckResult(
+        nodeid="conformance/checks/test_tier.py::test_ok",
+        requirement_ids=("TIER-FIELD-01",),
+        outcome=Outcome.PASSED,
+        duration=0.1,
+    )
+    return judge([_requirement("TIER-FIELD-01"), hashed], [passed])
+
+
+def test_results_document_gives_the_verdict_line_and_the_unobservable_apart() -> None:
+    document = results_document(_info(), _unobservable_run())
+    by_id = {r["id"]: r for r in document["requirements"]}
+    assert by_id["KEY-HASH-01"]["verdict"] == "unobservable"
+    assert by_id["KEY-HASH-01"]["observable"] is False
+    assert document["counts"]["unobservable"] == 1
+    assert document["coverage"] == {
+        "line": "conformant: no failures among the 1 MUST requirement checked, "
+        "every observable one",
+        "conformant": True,
+        "must_checked": 1,
+        "must_failed": [],
+        "must_not_checked": [],
+        "must_outside_selection": [],
+        "must_skipped_for_capability": {},
+        "not_observable": [
+            {"id": "KEY-HASH-01", "reason": "how a key is stored is not visible over HTTP"}
+        ],
+    }
+    failing = results_document(_info(), _run())["coverage"]
+    assert failing["line"] == (
+        "not conformant: 1 of the 2 MUST requirements checked failed; 1 not checked"
+    )
+    assert failing["must_not_checked"] == [
+        {"id": "KEY-PREFIX-01", "reason": "no check in the suite verifies this requirement"}
+    ]
+
+
+def test_html_gives_the_verdict_line_and_lists_the_unobservable_under_their_heading() -> None:
+    page = render_html(_info(), _unobservable_run())
+    assert "conformant: no failures among the 1 MUST requirement checked" in page
+    heading = page.index("Not observable from outside (never passed) (1)")
+    assert "KEY-HASH-01" in page[heading:]
+    assert "Untested (" not in page
+    failing = render_html(_info(), _run())
+    assert "not conformant: 1 of the 2 MUST requirements checked failed" in failing
+    assert "not checked (1): KEY-PREFIX-01" in failing
 
 
 def test_html_failure_shows_expected_seen_exchange_and_reproduction() -> None:

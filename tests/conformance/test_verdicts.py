@@ -12,6 +12,7 @@ from conformance.findings import Finding, Measurement
 from conformance.verdicts import (
     MAX_EXCHANGES,
     CheckResult,
+    Coverage,
     Outcome,
     Verdict,
     aggregate,
@@ -151,6 +152,7 @@ def test_judge_requirements_get_verdicts_in_catalog_order() -> None:
         Verdict.PASS: 0,
         Verdict.SKIP: 1,
         Verdict.UNTESTED: 2,
+        Verdict.UNOBSERVABLE: 0,
     }
     assert not run.ok
 
@@ -260,3 +262,111 @@ def test_check_result_round_trips_its_findings() -> None:
         measurements=(Measurement("A-B-01", "gap", 1.4, "s", "warn", (0.6, 1.3), (0.6, 2.0)),),
     )
     assert CheckResult.from_dict(check.to_dict()) == check
+
+
+# -- coverage: the verdict line ------------------------------------------------------------
+
+
+def _unobservable(rid: str) -> Requirement:
+    return replace(
+        _requirement(rid), observable=False, unobservable_reason="storage is not visible"
+    )
+
+
+def test_unobservable_requirement_without_checks_is_listed_apart_never_passed() -> None:
+    run = judge([_unobservable("KEY-HASH-01"), _requirement("TIER-READ-01")], [])
+    hashed = run.requirements[0]
+    assert hashed.verdict is Verdict.UNOBSERVABLE
+    assert hashed.reason == "no black-box check can observe it: storage is not visible"
+    coverage = run.coverage()
+    assert [rv.requirement.id for rv in coverage.unobservable] == ["KEY-HASH-01"]
+    assert "KEY-HASH-01" not in [rv.requirement.id for rv in coverage.unchecked]
+    assert coverage.details()[-1] == "cannot be observed from outside (1): KEY-HASH-01"
+
+
+def _coverage_run(*checks: CheckResult, deselected: frozenset[str] = frozenset()) -> Coverage:
+    requirements = [
+        _requirement("TIER-READ-01"),
+        _requirement("TIER-READ-02"),
+        _requirement("TIER-FIELD-01"),
+        _requirement("TIER-FIELD-02", Level.INTERPRETATION),
+        replace(_requirement("SIG-TIME-01"), party=Party.CLIENT),
+        _unobservable("KEY-HASH-01"),
+    ]
+    return judge(requirements, checks, deselected).coverage()
+
+
+def test_coverage_every_observable_must_checked_is_conformant() -> None:
+    coverage = _coverage_run(
+        _check("a::one", Outcome.PASSED, "TIER-READ-01", "TIER-READ-02"),
+        _check("a::two", Outcome.PASSED, "TIER-FIELD-01"),
+    )
+    assert coverage.conformant
+    assert coverage.line() == (
+        "conformant: no failures among the 3 MUST requirements checked, every observable one"
+    )
+
+
+def test_coverage_capability_skips_are_listed_by_capability_and_still_conformant() -> None:
+    coverage = _coverage_run(
+        _check("a::one", Outcome.PASSED, "TIER-READ-01"),
+        _check("a::dns", Outcome.SKIPPED, "TIER-READ-02", message="needs dns: add [dns]"),
+        _check("a::console", Outcome.SKIPPED, "TIER-FIELD-01", message="needs console: add it"),
+    )
+    assert coverage.conformant
+    assert coverage.line() == (
+        "conformant: no failures among the 1 MUST requirement checked; 2 skipped for "
+        "capabilities the profile lacks: console (1), dns (1)"
+    )
+    assert "skipped, the profile lacks dns (1): TIER-READ-02" in coverage.details()
+
+
+def test_coverage_untested_other_skips_and_errors_are_not_checked() -> None:
+    coverage = _coverage_run(
+        _check("a::one", Outcome.PASSED, "TIER-READ-01"),
+        _check("a::other", Outcome.SKIPPED, "TIER-READ-02", message="the list held 3 of 101"),
+    )
+    assert not coverage.conformant
+    assert coverage.line() == ("no failures among the 1 MUST requirement checked; 2 not checked")
+    assert coverage.details() == [
+        "not checked (2): TIER-READ-02, TIER-FIELD-01",
+        "cannot be observed from outside (1): KEY-HASH-01",
+    ]
+
+
+def test_coverage_failure_is_not_conformant_and_counts_what_was_checked() -> None:
+    coverage = _coverage_run(
+        _check("a::one", Outcome.FAILED, "TIER-READ-01"),
+        _check("a::two", Outcome.PASSED, "TIER-READ-02"),
+        deselected=frozenset({"TIER-FIELD-01"}),
+    )
+    assert not coverage.conformant
+    assert coverage.line() == (
+        "not conformant: 1 of the 2 MUST requirements checked failed; 1 not checked"
+    )
+    assert coverage.details()[0] == "not selected in this run (1): TIER-FIELD-01"
+
+
+def test_coverage_of_a_selection_counts_what_it_left_out_as_not_checked() -> None:
+    left_out = [_requirement("TIER-FIELD-01"), _requirement("TIER-FIELD-02", Level.INTERPRETATION)]
+    run = judge(
+        [_requirement("TIER-READ-01")],
+        [_check("a::one", Outcome.PASSED, "TIER-READ-01")],
+        outside=left_out,
+    )
+    coverage = run.coverage()
+    assert not coverage.conformant
+    assert coverage.line() == "no failures among the 1 MUST requirement checked; 1 not checked"
+    assert coverage.details() == [
+        "outside this run's selection (--only, --area): 1 MUST requirement"
+    ]
+
+
+def test_coverage_line_names_the_target_after_the_verdict_word() -> None:
+    passed = _check("a::one", Outcome.PASSED, "TIER-READ-01", "TIER-READ-02", "TIER-FIELD-01")
+    assert _coverage_run(passed).line("acme").startswith("conformant: acme: no failures among")
+    failed = _check("a::one", Outcome.FAILED, "TIER-READ-01")
+    assert _coverage_run(failed).line("acme").startswith("not conformant: acme: 1 of the 1 ")
+    assert _coverage_run().line("acme") == (
+        "acme: no failures among the 0 MUST requirements checked; 3 not checked"
+    )

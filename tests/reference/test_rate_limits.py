@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from running_reference import ReferenceFactory, bearer, wait_for_status
+from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_status
 
 from reference.errors import ApiError
 from reference.fault import Faults
@@ -108,32 +108,32 @@ def test_day_limit_gives_429_until_midnight(tmp_path: Path) -> None:
     limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
     tier = _tier(rpm=100, rpd=3)
     for _ in range(3):
-        limiter.admit("key_a", tier)
+        limiter.admit("key_a", tier, "acct_1")
     with pytest.raises(ApiError) as refused:
-        limiter.admit("key_a", tier)
+        limiter.admit("key_a", tier, "acct_1")
     assert refused.value.status == 429
     assert abs(int(refused.value.headers["Retry-After"]) - seconds_to_utc_midnight()) <= 2
-    limiter.admit("key_b", tier)  # per key
+    limiter.admit("key_b", tier, "acct_1")  # per key
     assert limiter.requests_today(["key_a", "key_b"]) == 4
 
 
 def test_day_count_survives_a_new_limiter(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite3")
     tier = _tier(rpm=100, rpd=2)
-    RateLimiter(store, Faults()).admit("key_a", tier)
-    RateLimiter(store, Faults()).admit("key_a", tier)
+    RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
+    RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
     with pytest.raises(ApiError):
-        RateLimiter(store, Faults()).admit("key_a", tier)
+        RateLimiter(store, Faults()).admit("key_a", tier, "acct_1")
 
 
 def test_refused_requests_do_not_count(tmp_path: Path) -> None:
     limiter = RateLimiter(Store(tmp_path / "s.sqlite3"), Faults())
     tier = _tier(rpm=2, rpd=100)
-    limiter.admit("key_a", tier)
-    limiter.admit("key_a", tier)
+    limiter.admit("key_a", tier, "acct_1")
+    limiter.admit("key_a", tier, "acct_1")
     for _ in range(5):
         with pytest.raises(ApiError):
-            limiter.admit("key_a", tier)
+            limiter.admit("key_a", tier, "acct_1")
     assert limiter.requests_today(["key_a"]) == 2
     state = limiter.window_state("key_a", tier)
     assert state.remaining == 0 and state.limit == 2
@@ -151,3 +151,60 @@ def test_admitted_requests_carry_the_window_headers(reference_factory: Reference
     assert time.time() - 1 <= int(second.headers["X-RateLimit-Reset"]) <= time.time() + 61
     # Console and unauthenticated paths carry none.
     assert "X-RateLimit-Limit" not in client.get("/healthz").headers
+
+
+# -- the test-mode clock of the daily limits (serve --test-clock) -----------------------------
+
+
+VIDEOS = "/v1/videos/generate"
+
+
+def _spend_the_cap(client: httpx.Client, key: str) -> None:
+    """Spend the low-limit account's daily credits, one video at a time (no concurrency
+    429), until a submit is refused for the cap."""
+    for _ in range(LOW.max_credits_per_day // PRICES["video"]):
+        response = client.post(VIDEOS, json={"prompt": "v"}, headers=bearer(key))
+        assert response.status_code == 202, response.text
+        wait_for_status(client, key, response.json()["id"], interval_s=0.3)
+    refused = client.post(VIDEOS, json={"prompt": "over"}, headers=bearer(key))
+    assert refused.status_code == 429, refused.text
+
+
+def test_test_clock_is_off_unless_asked(reference_server: RunningReference) -> None:
+    with reference_server.client() as client:
+        assert client.post("/test/clock", json={"advance_seconds": 60}).status_code == 404
+
+
+@pytest.mark.parametrize("fault", [None, "credit-cap-resets-at-local-midnight"])
+def test_credit_cap_resets_when_the_test_clock_passes_utc_midnight(
+    reference_factory: ReferenceFactory, fault: str | None
+) -> None:
+    service = reference_factory(
+        args=("--test-clock", "--latency-ms", "50"), faults=(fault,) if fault else ()
+    )
+    assert "TEST MODE" in service.stderr_text() and "/test/clock" in service.stderr_text()
+    key = service.key("low-limit")
+    with service.client() as client:
+        _spend_the_cap(client, key)
+        state = client.get("/test/clock").json()
+        to_midnight = seconds_to_utc_midnight(state["now"])
+        moved = client.post("/test/clock", json={"advance_seconds": to_midnight - 30})
+        assert moved.status_code == 200, moved.text
+        before = client.post(VIDEOS, json={"prompt": "v"}, headers=bearer(key))
+        client.post("/test/clock", json={"advance_seconds": 60})
+        after = client.post(VIDEOS, json={"prompt": "v"}, headers=bearer(key))
+    statuses = (before.status_code, after.status_code)
+    if fault is None:
+        assert statuses == (429, 202), (before.text, after.text)
+    else:  # the cap's day ends at 18:30 UTC: it resets on the wrong side of 00:00 UTC
+        assert statuses != (429, 202)
+
+
+def test_test_clock_moves_only_forward_and_within_a_week(
+    reference_factory: ReferenceFactory,
+) -> None:
+    service = reference_factory(args=("--test-clock",))
+    with service.client() as client:
+        for bad in (-1, 8 * 86_400, "60", None):
+            response = client.post("/test/clock", json={"advance_seconds": bad})
+            assert response.status_code == 400, (bad, response.text)

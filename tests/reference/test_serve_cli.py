@@ -16,6 +16,7 @@ from running_reference import ReferenceFactory, RunningReference, bearer, wait_f
 from conformance.target.profile import load_profile
 from reference.__main__ import _parser
 from reference.faults import FAULTS
+from reference.provision import ACCOUNTS
 
 
 def test_faults_command_lists_every_fault_with_its_id() -> None:
@@ -79,7 +80,7 @@ def test_reprovisioning_replaces_keys_without_duplicates(
         active = db.execute(
             "SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NULL GROUP BY account_id"
         ).fetchall()
-    assert accounts == 4
+    assert accounts == len(ACCOUNTS)
     assert max(n for (n,) in active) <= 6
     # Signing secrets derive from the stored master secret: stable across restarts.
     assert (

@@ -58,4 +58,8 @@ def missing_capability(needs: set[str], profile: Profile) -> str | None:
         return "needs console: add [sessions.primary] with token (or token_env) to the profile"
     if "adapter" in needs and not profile.adapter.declared:
         return str(CapabilityMissing("adapter", UNDECLARED_FIX))
+    if "clock" in needs:
+        reason = profile.clock.missing()
+        if reason is not None:
+            return str(CapabilityMissing("clock", reason))
     return None

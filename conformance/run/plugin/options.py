@@ -17,6 +17,8 @@ NEEDS_MARKERS: Final[dict[str, str]] = {
     "destructive": "spends limited resources (the daily credit cap, keys up to the limit); "
     "runs only with [budgets] destructive = true",
     "slow": "takes more than a few seconds (timing-bound delivery chains)",
+    "clock": "needs to get past 00:00 UTC on the target ([clock] in the profile: a request "
+    "that moves its calendar clock, or wait_for_midnight = true)",
 }
 
 

@@ -17,6 +17,7 @@ import pytest
 
 import conformance
 import genapi_spec
+from conformance.provenance import catalog_sha256, distribution_sha256
 from conformance.reports import Reproduction, RunInfo, write_reports
 from conformance.run.plugin.citations import WORKER_DESELECTED, WORKER_MAP, in_scope
 from conformance.run.plugin.redaction import longrepr_text
@@ -70,7 +71,8 @@ class RunHooks:
         deselected_ids = frozenset(
             i for nodeid in state.deselected for i in state.requirements_by_nodeid.get(nodeid, ())
         )
-        verdicts = judge(requirements, state.results.values(), deselected_ids)
+        outside = [r for r in catalog if not in_scope(state, r)]
+        verdicts = judge(requirements, state.results.values(), deselected_ids, outside)
         state.verdicts = verdicts
         state.written = write_reports(state.report_dir, self._run_info(), verdicts)
         if (
@@ -112,6 +114,8 @@ class RunHooks:
             base_url=profile.base_url if profile is not None else None,
             started_at=self.state.started_at,
             finished_at=datetime.now(UTC),
+            suite_sha256=distribution_sha256(),
+            catalog_sha256=catalog_sha256(),
             reproduction=reproduction(self.config, self.state),
         )
 
@@ -127,6 +131,9 @@ class RunHooks:
                 terminalreporter.write_line(
                     f"{rv.verdict.value.upper():5} {rv.requirement.id}: {rv.reason}"
                 )
+        coverage = verdicts.coverage()
+        for line in (coverage.line(), *coverage.details()):
+            terminalreporter.write_line(line)
         terminalreporter.write_line(f"reports: {self.state.report_dir}")
 
 

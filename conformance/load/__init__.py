@@ -1,0 +1,193 @@
+"""Rate limits at scale: the records of a Locust run and the verdicts they support.
+
+``genapi-conformance load`` drives one key of the profile past its per-minute limit from
+Locust's workers (see ``locustfile.py``), while another key sends a little; every answer
+is a :class:`Record`. :func:`judge_load` turns the records into a result per catalog id
+it can judge, asking no more than each requirement states:
+
+* RATE-RPM-02: no more than ``requests_per_minute`` requests of the key are served within
+  a rolling minute. Times are the client's, so a request counts as inside a window only
+  when both its sending and its answer are (its admission lies between the two): a
+  violation is one the implementation cannot have avoided, whatever the latency.
+* RATE-HDR-01, -03, -04: every 429 carries Retry-After, X-RateLimit-Limit equal to the
+  tier's ``requests_per_minute``, X-RateLimit-Remaining a non-negative integer (0 on a
+  rate-limit 429), across every replica that answered.
+* RATE-RPM-03: the other key, when it is of the same account, is never answered 429 while
+  the limited key is being refused.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "HEADERS",
+    "MAX_RECORDS",
+    "WINDOW_S",
+    "LoadJudgement",
+    "Record",
+    "judge_load",
+    "max_served_in_window",
+]
+
+#: The rolling window of spec §8's "Requests per minute".
+WINDOW_S = 60.0
+#: Bound on the records one worker keeps (a few MB of JSON).
+MAX_RECORDS = 200_000
+#: The headers recorded from each answer, in :class:`Record` order.
+HEADERS = ("Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+
+
+class Record(NamedTuple):
+    """One answer: which key sent it, when it left and came back (unix s), what it was."""
+
+    role: str
+    sent: float
+    received: float
+    status: int
+    retry_after: str | None
+    limit: str | None
+    remaining: str | None
+    reset: str | None
+
+
+@dataclass(frozen=True)
+class LoadJudgement:
+    """The verdict of one requirement from a load run: passed, failed or skipped (why)."""
+
+    requirement_id: str
+    outcome: str  # "passed" | "failed" | "skipped"
+    message: str
+
+
+def max_served_in_window(served: Sequence[Record]) -> int:
+    """The most served requests certainly admitted within one rolling window.
+
+    For a window starting at a request's sending time ``a``: the requests sent at or after
+    ``a`` and answered before ``a + WINDOW_S``. Requests are answered within seconds (the
+    client's timeout), far less than a window, so that count is the number answered
+    before ``a + WINDOW_S`` less the number sent before ``a``.
+    """
+    sent = sorted(r.sent for r in served)
+    received = sorted(r.received for r in served)
+    best = 0
+    for index, start in enumerate(sent):
+        best = max(best, bisect.bisect_left(received, start + WINDOW_S) - index)
+    return best
+
+
+def _integer(value: str | None) -> int | None:
+    return int(value) if value is not None and value.strip().isdigit() else None
+
+
+def judge_load(
+    records: Sequence[Record], requests_per_minute: int, *, same_account: bool
+) -> list[LoadJudgement]:
+    limited = [r for r in records if r.role == "limited"]
+    served = [r for r in limited if 200 <= r.status < 300]
+    refused = [r for r in limited if r.status == 429]
+    judgements = [_rpm_02(limited, served, refused, requests_per_minute)]
+    judgements += _headers(refused, requests_per_minute)
+    judgements.append(_rpm_03(records, refused, same_account=same_account))
+    return judgements
+
+
+def _rpm_02(
+    limited: Sequence[Record], served: Sequence[Record], refused: Sequence[Record], rpm: int
+) -> LoadJudgement:
+    most = max_served_in_window(served)
+    if most > rpm:
+        return LoadJudgement(
+            "RATE-RPM-02",
+            "failed",
+            f"{most} requests of the key were served within one rolling minute, over its "
+            f"requests_per_minute of {rpm} ({len(limited)} sent, {len(served)} served, "
+            f"{len(refused)} answered 429)",
+        )
+    if not refused:
+        return LoadJudgement(
+            "RATE-RPM-02",
+            "skipped",
+            f"the load never reached the limit: {len(limited)} requests sent, none answered "
+            f"429, at most {most} served within a minute (requests_per_minute {rpm})",
+        )
+    return LoadJudgement(
+        "RATE-RPM-02",
+        "passed",
+        f"at most {most} of {len(served)} served requests within any rolling minute "
+        f"(requests_per_minute {rpm}); {len(refused)} answered 429",
+    )
+
+
+def _headers(refused: Sequence[Record], rpm: int) -> list[LoadJudgement]:
+    if not refused:
+        reason = "no 429 was answered to inspect"
+        return [
+            LoadJudgement(rid, "skipped", reason)
+            for rid in ("RATE-HDR-01", "RATE-HDR-03", "RATE-HDR-04")
+        ]
+    no_retry = [r for r in refused if r.retry_after is None]
+    wrong_limit = [r for r in refused if _integer(r.limit) != rpm]
+    # Spec §7: Remaining is "requests left in the window"; a rate-limit 429 has none left.
+    wrong_remaining = [r for r in refused if _integer(r.remaining) != 0]
+    return [
+        _all_hold("RATE-HDR-01", refused, no_retry, "had no Retry-After"),
+        _all_hold(
+            "RATE-HDR-03",
+            refused,
+            wrong_limit,
+            f"had X-RateLimit-Limit other than {rpm} (first: {_first(wrong_limit, 'limit')})",
+        ),
+        _all_hold(
+            "RATE-HDR-04",
+            refused,
+            wrong_remaining,
+            f"had X-RateLimit-Remaining other than 0 (first: "
+            f"{_first(wrong_remaining, 'remaining')})",
+        ),
+    ]
+
+
+def _first(records: Sequence[Record], field: str) -> str:
+    return repr(getattr(records[0], field)) if records else "-"
+
+
+def _all_hold(
+    rid: str, refused: Sequence[Record], bad: Sequence[Record], what: str
+) -> LoadJudgement:
+    if bad:
+        return LoadJudgement(rid, "failed", f"{len(bad)} of {len(refused)} 429 answers {what}")
+    return LoadJudgement(rid, "passed", f"all {len(refused)} 429 answers hold")
+
+
+def _rpm_03(
+    records: Sequence[Record], refused: Sequence[Record], *, same_account: bool
+) -> LoadJudgement:
+    if not same_account:
+        return LoadJudgement(
+            "RATE-RPM-03", "skipped", "the other key is not of the limited key's account"
+        )
+    if not refused:
+        return LoadJudgement("RATE-RPM-03", "skipped", "the limited key was never refused")
+    start, end = min(r.sent for r in refused), max(r.received for r in refused)
+    other = [r for r in records if r.role == "other" and start <= r.sent <= end]
+    throttled = [r for r in other if r.status == 429]
+    if throttled:
+        return LoadJudgement(
+            "RATE-RPM-03",
+            "failed",
+            f"the other key was answered 429 {len(throttled)} times of {len(other)} while "
+            "the limited key was being refused",
+        )
+    if not other:
+        return LoadJudgement(
+            "RATE-RPM-03", "skipped", "the other key sent nothing while the first was refused"
+        )
+    return LoadJudgement(
+        "RATE-RPM-03",
+        "passed",
+        f"the other key was served {len(other)} times while the limited key was refused",
+    )

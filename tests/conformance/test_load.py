@@ -1,0 +1,128 @@
+"""``genapi-conformance load``: the judgement of a load run's records, and real runs.
+
+The judgement is pure (records in, verdicts out) and tested on made-up records; two runs
+with Locust's master and two local workers against the embedded reference show the limit
+verified and the fault that ignores it caught.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conformance.load import Record, judge_load, max_served_in_window
+
+RPM = 5
+
+
+def _record(sent: float, status: int = 200, role: str = "limited", **headers: str) -> Record:
+    return Record(
+        role,
+        sent,
+        sent + 0.5,
+        status,
+        headers.get("retry_after"),
+        headers.get("limit"),
+        headers.get("remaining"),
+        headers.get("reset"),
+    )
+
+
+def _refusal(sent: float, **overrides: str) -> Record:
+    headers = {"retry_after": "30", "limit": str(RPM), "remaining": "0", "reset": "1"}
+    return _record(sent, 429, **(headers | overrides))
+
+
+def _by_id(records: list[Record], *, same_account: bool = True) -> dict[str, tuple[str, str]]:
+    return {
+        j.requirement_id: (j.outcome, j.message)
+        for j in judge_load(records, RPM, same_account=same_account)
+    }
+
+
+def test_a_window_counts_only_requests_certainly_inside_it() -> None:
+    # Sent at 0..4 and answered half a second later: all inside [0, 60).
+    assert max_served_in_window([_record(t) for t in range(5)]) == 5
+    # One sent at 59.8 is answered at 60.3: its admission may lie past the window.
+    assert max_served_in_window([_record(0), _record(59.8)]) == 1
+    assert max_served_in_window([_record(0), _record(59.0)]) == 2
+
+
+def test_the_limit_holds_when_no_more_than_rpm_are_served_per_minute() -> None:
+    records = [_record(t) for t in range(RPM)] + [_refusal(10 + t) for t in range(3)]
+    records += [_record(61 + t) for t in range(RPM)]  # the next minute is served again
+    verdicts = _by_id([*records, _record(11, role="other")])
+    assert verdicts["RATE-RPM-02"][0] == "passed"
+    assert {verdicts[i][0] for i in ("RATE-HDR-01", "RATE-HDR-03", "RATE-HDR-04")} == {"passed"}
+    assert verdicts["RATE-RPM-03"][0] == "passed"
+
+
+def test_more_served_than_the_limit_in_a_minute_fails() -> None:
+    verdicts = _by_id([_record(t) for t in range(RPM + 1)] + [_refusal(30)])
+    outcome, message = verdicts["RATE-RPM-02"]
+    assert outcome == "failed"
+    assert f"{RPM + 1} requests of the key were served within one rolling minute" in message
+
+
+def test_a_load_that_never_reaches_the_limit_judges_nothing() -> None:
+    verdicts = _by_id([_record(t) for t in range(RPM - 1)])
+    assert verdicts["RATE-RPM-02"][0] == "skipped"
+    assert verdicts["RATE-HDR-01"] == ("skipped", "no 429 was answered to inspect")
+
+
+def test_inconsistent_429_headers_fail_each_their_own_requirement() -> None:
+    records = [_record(0), _refusal(1), _refusal(2, limit="7"), _refusal(3, remaining="4")]
+    records.append(Record("limited", 4, 4.1, 429, None, str(RPM), "0", "1"))
+    verdicts = _by_id(records)
+    assert verdicts["RATE-HDR-01"] == ("failed", "1 of 4 429 answers had no Retry-After")
+    assert verdicts["RATE-HDR-03"][0] == "failed" and "'7'" in verdicts["RATE-HDR-03"][1]
+    assert verdicts["RATE-HDR-04"][0] == "failed" and "'4'" in verdicts["RATE-HDR-04"][1]
+
+
+def test_another_key_throttled_while_the_first_is_refused_fails() -> None:
+    records = [_refusal(1), _refusal(5), _record(3, 429, role="other")]
+    assert _by_id(records)["RATE-RPM-03"][0] == "failed"
+    assert _by_id(records, same_account=False)["RATE-RPM-03"][0] == "skipped"
+
+
+def _load(report_dir: Path, *extra: str) -> tuple[int, str, dict[str, str]]:
+    done = subprocess.run(  # noqa: S603 (our own interpreter and arguments)
+        [
+            sys.executable,
+            "-m",
+            "conformance.run.cli",
+            "load",
+            "--workers",
+            "2",
+            "--users",
+            "8",
+            "--duration",
+            "6",
+            "--report-dir",
+            str(report_dir),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    results = json.loads((report_dir / "results.json").read_text())
+    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+    return done.returncode, done.stdout, verdicts
+
+
+def test_load_verifies_the_reference_limit_with_locust_workers(tmp_path: Path) -> None:
+    code, out, verdicts = _load(tmp_path / "ok")
+    assert code == 0, out
+    assert verdicts["RATE-RPM-02"] == "pass", out
+    assert verdicts["RATE-HDR-01"] == verdicts["RATE-HDR-03"] == "pass", out
+    assert "requests/s" in out
+
+
+def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:
+    code, out, verdicts = _load(tmp_path / "fault", "--fault", "rate-limit-never-enforced")
+    assert code == 1, out
+    assert verdicts["RATE-RPM-02"] == "fail", out
