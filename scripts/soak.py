@@ -35,8 +35,9 @@ def _run(index: int, out: Path, extra: list[str], ceiling: float) -> dict[str, A
             argv, capture_output=True, text=True, timeout=ceiling, env=env, check=False
         )
         code: int | None = done.returncode
+        tail = done.stderr[-800:]
     except subprocess.TimeoutExpired:
-        code = None
+        code, tail = None, f"killed at the ceiling of {ceiling:g} s"
     wall = time.monotonic() - started
     results_path = report_dir / "results.json"
     outcomes: dict[str, str] = {}
@@ -49,6 +50,8 @@ def _run(index: int, out: Path, extra: list[str], ceiling: float) -> dict[str, A
         "wall_seconds": round(wall, 1),
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "outcomes": outcomes,
+        # A run that wrote no results broke (or was killed): its stderr says why.
+        "broke": None if outcomes else tail,
     }
 
 
@@ -93,6 +96,7 @@ def main(argv: list[str]) -> int:
         "wall_seconds": [run["wall_seconds"] for run in runs],
         "load_1min": [run["load_1min"] for run in runs],
         "exits": [run["exit"] for run in runs],
+        "broken_runs": {run["run"]: run["broke"] for run in runs if run["broke"] is not None},
         "checks": len({nodeid for run in runs for nodeid in run["outcomes"]}),
         "flaky_checks": flaky,
     }
@@ -100,8 +104,10 @@ def main(argv: list[str]) -> int:
     print(f"{len(flaky)} of {summary['checks']} checks changed outcome across {len(runs)} runs")
     for nodeid, seen in flaky.items():
         print(f"  {seen['changes']} changes {seen['outcomes']}: {nodeid}")
+    for index, why in summary["broken_runs"].items():
+        print(f"  run {index} wrote no results: {why}")
     print(f"summary: {out / 'soak.json'}")
-    return 1 if flaky or any(run["exit"] not in (0, 1) for run in runs) else 0
+    return 1 if flaky or summary["broken_runs"] else 0
 
 
 if __name__ == "__main__":
