@@ -43,7 +43,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from conformance.findings import Bands
-from genapi_spec import error_where, schema_errors, spec_text
+from genapi_spec import error_where, load_yaml, schema_errors, spec_text
 
 __all__ = [
     "ID_PATTERN",
@@ -306,7 +306,7 @@ def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = No
     single-spaced (:func:`normalise_space`).
     """
     try:
-        document = yaml.safe_load(text)
+        document = load_yaml(text)
     except yaml.YAMLError as exc:
         raise CatalogError(f"{source}: not valid YAML: {exc}") from exc
 

@@ -33,6 +33,7 @@ __all__ = [
     "error_where",
     "fixtures_dir",
     "load_fixture",
+    "load_yaml",
     "openapi_document",
     "schema",
     "schema_errors",
@@ -42,6 +43,16 @@ __all__ = [
     "spec_text",
     "validator",
 ]
+
+#: libyaml's safe loader where PyYAML was built with it: the same documents, parsed about
+#: ten times faster than the pure-Python loader (the catalog is read by every run).
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML *text* with the safe loader (no Python objects), the fast one if built."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
+
 
 #: The api_version value the spec gives for event envelopes (spec §9).
 API_VERSION = "2026-08-01"
@@ -74,7 +85,7 @@ def fixtures_dir() -> Traversable:
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document, parsed (``$ref`` to schema files left unresolved)."""
     text = (data_root() / "openapi" / "generation-api.yaml").read_text(encoding="utf-8")
-    document: dict[str, Any] = yaml.safe_load(text)
+    document: dict[str, Any] = load_yaml(text)
     return document
 
 
@@ -104,7 +115,7 @@ def load_fixture(relative_path: str) -> Any:
     text = entry.read_text(encoding="utf-8")
     if relative_path.endswith(".json"):
         return json.loads(text)
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def spec_text() -> str:

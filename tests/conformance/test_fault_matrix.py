@@ -19,6 +19,7 @@ network namespace.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +35,10 @@ from fault_matrix import (
     share,
 )
 
+from conformance.catalog import load_catalog
 from conformance.run.cli import EXIT_OK
+from conformance.run.plugin.citations import OWN_CHECKS
+from conformance.run.plugin.preselect import source_citations
 from reference.faults import FAULTS
 
 #: This module's buckets of the faults (part 2 holds the others).
@@ -120,6 +124,31 @@ def test_every_checked_requirement_has_a_fault(clean_run: SuiteRun) -> None:
         f"{len(missing)} MUST requirements cited by checks have no reference fault "
         "(add one to reference/faults.py):\n" + "\n".join(missing)
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(FULL_RUN_TIMEOUT_S + 60)
+def test_preselection_keeps_exactly_the_modules_citing_each_id(clean_run: SuiteRun) -> None:
+    """For every catalog id, the check modules a run restricted to it collects (read from
+    their source, before import) are exactly those with a check citing it in the full
+    run: none is left out, and none is imported for nothing, save the opaque ones (whose
+    ids come from data) that every restricted run collects."""
+    assert clean_run.results is not None, clean_run.describe()
+    root = OWN_CHECKS.parent.parent
+    cited_by: dict[Path, set[str]] = {}
+    for check in clean_run.results["checks"]:
+        module = root / check["nodeid"].split("::", 1)[0]
+        cited_by.setdefault(module, set()).update(check["requirement_ids"])
+    known = load_catalog().ids
+    wrong: list[str] = []
+    for module in sorted(OWN_CHECKS.glob("test_*.py")):
+        citations = source_citations(module, known)
+        possible, cited = citations.possible(known), cited_by.get(module, set())
+        if cited - possible:
+            wrong.append(f"{module.name}: left out for {sorted(cited - possible)}")
+        if not citations.opaque and possible - cited:
+            wrong.append(f"{module.name}: collected for nothing for {sorted(possible - cited)}")
+    assert not wrong, "the preselection is not exact:\n" + "\n".join(wrong)
 
 
 test_fault_is_caught = fault_is_caught_test(PART)

@@ -4,6 +4,8 @@ A check cites catalog ids with ``@pytest.mark.requirement("ID", ...)``. A check 
 an unknown id, or none (a test under ``conformance/checks`` or a folder named by the
 ``genapi_checks`` ini option), is a collection error of its module. Each check's ids are
 noted (:data:`REQUIREMENTS_KEY`), its area markers added, and ``--only``/``--area`` applied.
+A run restricted by them does not even import the suite's check modules that cannot cite
+anything in its scope (:mod:`.preselect`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ from typing import Any
 import pytest
 
 from conformance.catalog import Requirement
+from conformance.run.plugin.preselect import may_cite, source_citations
 from conformance.run.plugin.state import RUN_KEY, RunState
 
-__all__ = ["REQUIREMENTS_KEY", "WORKER_DESELECTED", "WORKER_MAP", "cited", "in_scope"]
+__all__ = [
+    "OWN_CHECKS",
+    "REQUIREMENTS_KEY",
+    "WORKER_DESELECTED",
+    "WORKER_MAP",
+    "cited",
+    "in_scope",
+]
 
 #: The requirement ids a test cites (set at collection).
 REQUIREMENTS_KEY = pytest.StashKey[tuple[str, ...]]()
@@ -26,9 +36,29 @@ WORKER_MAP = "genapi_requirements_by_nodeid"
 WORKER_DESELECTED = "genapi_deselected"
 
 
+#: The suite's own checks (those :mod:`.preselect` reads before importing).
+OWN_CHECKS = Path(__file__).resolve().parent.parent.parent / "checks"
+
+
 def _checks_dirs(config: pytest.Config) -> list[Path]:
-    own = Path(__file__).resolve().parent.parent.parent / "checks"
-    return [own, *(Path(p).resolve() for p in config.getini("genapi_checks"))]
+    return [OWN_CHECKS, *(Path(p).resolve() for p in config.getini("genapi_checks"))]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In a run restricted by --only/--area, skip the suite's check modules that cannot
+    cite a requirement in its scope, before importing them (None: pytest decides)."""
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    state = config.stash.get(RUN_KEY, None)
+    if state is None or not (state.only or state.areas):
+        return None
+    if collection_path.resolve().parent != OWN_CHECKS:
+        return None
+    catalog = state.catalog
+    citations = source_citations(collection_path, catalog.ids)
+    if may_cite(citations, catalog.ids, lambda i: in_scope(state, catalog[i])):
+        return None
+    return True
 
 
 def _is_check(item: pytest.Item, dirs: Sequence[Path]) -> bool:
