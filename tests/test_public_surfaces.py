@@ -36,7 +36,7 @@ SURFACES = {
     ),
     "conformance.secrets": "MASK_PATTERN SENSITIVE_FIELDS Redactor Secret mask_for redact_logs",
     "conformance.target.client": (
-        "EXCHANGES_KEY ApiClient BudgetExceeded Recorder parse_retry_after"
+        "EXCHANGES_KEY ApiClient BudgetExceeded Recorder ResponseTooLarge parse_retry_after"
     ),
     "conformance.verdicts": (
         "MAX_EXCHANGES SEVERITY CheckResult Coverage Outcome RequirementVerdict RunVerdicts "
@@ -46,7 +46,7 @@ SURFACES = {
         "MAX_URL_LENGTH PINNED_ADDRESS_EXTENSION CallbackPolicy CallbackRejected "
         "Classification DnsServerResolver EgressRefused GuardedTransport HostNotResolved "
         "HostsFileResolver IPAddress Resolver SystemResolver ValidatedTarget classify "
-        "make_delivery_client"
+        "make_delivery_client mask_userinfo"
     ),
 }
 

@@ -15,6 +15,13 @@ are importable from here too, beside the receiver the canary's rebind listener s
 port with.
 
 Nothing here sleeps to synchronise: waits are on a condition with a deadline.
+
+A target may flood the receiver, so what it keeps is bounded: every delivery that reaches
+the handler is recorded exactly once, with its raw bytes, unless a cap below is hit; then it
+is refused (413 for a body over :data:`MAX_BODY_BYTES`, unread; a stray past
+:data:`MAX_STRAYS` is answered 404 and not kept) and the refusal is counted by reason in
+:attr:`Receiver.refused`. Header lines over 64 KiB, or more than 100 headers, are refused
+(431) by the HTTP server itself before the handler runs.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import re
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -34,6 +42,7 @@ from urllib.parse import urlsplit
 import httpx
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from conformance.observe.canary import Canary, CanaryHit, CanaryView
 from conformance.target.profile import ReceiverProfile
@@ -54,6 +63,14 @@ __all__ = [
 #: Bound on a scripted delay: longer than the spec's 10 s per-attempt timeout (§6) with
 #: room to spare, short enough that a forgotten endpoint cannot hold a thread for long.
 MAX_DELAY_SECONDS: Final = 60.0
+#: The largest delivery body kept: far above any event of the spec (an envelope with a
+#: generation record), small enough that a flood of them cannot exhaust the run's memory.
+MAX_BODY_BYTES: Final = 16 * 1024 * 1024
+#: The most strays (deliveries to no open endpoint) kept for reports; more are counted.
+MAX_STRAYS: Final = 1000
+#: Reasons counted in :attr:`Receiver.refused`.
+REFUSED_BODY_TOO_LARGE: Final = "body over MAX_BODY_BYTES"
+REFUSED_STRAY_OVER_CAP: Final = "stray over MAX_STRAYS"
 
 
 class DeliveryTimeout(AssertionError):
@@ -266,6 +283,8 @@ class Receiver:
         self._stopping = threading.Event()
         self.strays: list[Delivery] = []
         self.errors: list[str] = []
+        #: Deliveries refused by a cap, by reason (see the module's docstring).
+        self.refused: Counter[str] = Counter()
         self._server = _Server(self.config.listen_host, self.config.listen_port, self._handle)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -342,7 +361,17 @@ class Receiver:
         endpoint: Endpoint | None = None
         try:
             path = self._path_of(request)
-            raw_body = request.get_data(cache=True)
+            # A body past the cap is refused: declared, unread; chunked, werkzeug stops
+            # reading at the limit (silently), so one byte more than the cap tells.
+            request.max_content_length = MAX_BODY_BYTES + 1
+            try:
+                raw_body = request.get_data(cache=True)
+            except RequestEntityTooLarge:
+                raw_body = None
+            if raw_body is None or len(raw_body) > MAX_BODY_BYTES:
+                with self._lock:
+                    self.refused[REFUSED_BODY_TOO_LARGE] += 1
+                return Response("body too large\n", status=413, mimetype="text/plain")
             headers = httpx.Headers(list(request.headers.items()))
 
             def delivery_of(reply: Reply) -> Delivery:
@@ -364,7 +393,10 @@ class Receiver:
                 # A late retry for a finished check, or a request nobody asked for.
                 stray = delivery_of(Reply(404))
                 with self._lock:
-                    self.strays.append(stray)
+                    if len(self.strays) < MAX_STRAYS:
+                        self.strays.append(stray)
+                    else:
+                        self.refused[REFUSED_STRAY_OVER_CAP] += 1
                 return Response("no such endpoint\n", status=404, mimetype="text/plain")
             delivery = endpoint._arrive(delivery_of)
             reply = delivery.replied

@@ -7,6 +7,13 @@ key of a role (spec §5.1) or a console session token (spec §5.5, sent as the p
 adapter declares: ``Authorization: Bearer`` or a cookie), timeouts, a count bound,
 and patience with 429 (spec §7: wait Retry-After, back off exponentially).
 
+A target may be broken in any way, so every exchange is bounded: it must end within the
+profile's ``[timing] request_timeout_seconds`` (to the last byte: a target that drips its
+answer is cut off, not waited for), its body is read into memory only up to
+:data:`MAX_RESPONSE_BYTES`, a Retry-After is honoured only up to :data:`MAX_429_SECONDS`,
+and redirects are never followed. Each bound, when hit, raises an ``httpx`` error that
+names the misbehaviour, so the check reports it instead of hanging.
+
 :class:`Recorder` is the single place where exchanges are recorded, and it redacts on
 the way in: an :class:`Exchange` never holds a secret, so reports built from it cannot
 leak one.
@@ -18,7 +25,7 @@ import email.utils
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 import httpx
@@ -33,11 +40,15 @@ __all__ = [
     "ApiClient",
     "BudgetExceeded",
     "Recorder",
+    "ResponseTooLarge",
     "parse_retry_after",
 ]
 
-#: Connect 5 s, read 30 s: generous for a loaded IUT, bounded for a hung one.
-TIMEOUT: Final = httpx.Timeout(connect=5.0, read=30.0, write=30.0, pool=5.0)
+#: Connecting (and waiting for a pooled connection) takes at most this long.
+CONNECT_SECONDS: Final = 5.0
+#: The most of one answer's body read into memory: far above any answer of the spec
+#: (generation records, lists, errors), far below what would exhaust a CI runner.
+MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
 #: Bodies longer than this are cut in the record (reports stay readable and bounded).
 MAX_RECORDED_BODY: Final = 64 * 1024
 #: Patience with 429: at most this many waits, and at most this long in total.
@@ -49,6 +60,102 @@ DEFAULT_BUDGET: Final = 500
 
 class BudgetExceeded(RuntimeError):
     """A check sent more requests than its budget: a harness error, never an IUT failure."""
+
+
+class ResponseTooLarge(httpx.ReadError):
+    """The target's answer is longer than :data:`MAX_RESPONSE_BYTES` (the rest is unread)."""
+
+
+def _named_timeout(exc: httpx.TimeoutException, request: httpx.Request) -> httpx.TimeoutException:
+    """*exc* again, saying which bound the target did not meet (httpx says "timed out")."""
+    seconds = max((t for t in request.extensions.get("timeout", {}).values() if t), default=0)
+    return type(exc)(
+        f"the target did not answer within {seconds:g} s ([timing] request_timeout_seconds): "
+        f"{type(exc).__name__}: {exc}",
+        request=request,
+    )
+
+
+def _timeout(seconds: float) -> httpx.Timeout:
+    """Every phase of a request bounded by *seconds* (connecting by at most 5 s)."""
+    connect = min(CONNECT_SECONDS, seconds)
+    return httpx.Timeout(seconds, connect=connect, pool=connect)
+
+
+class _BoundedBody(httpx.SyncByteStream):
+    """An answer's body that ends in an error once it passes *limit* bytes or *deadline*.
+
+    httpx's read timeout bounds the wait for each chunk, not the whole body: a target that
+    sends one byte a second would hold a check forever without the deadline.
+    """
+
+    def __init__(
+        self, inner: httpx.SyncByteStream, request: httpx.Request, deadline: float, limit: int
+    ) -> None:
+        self._inner = inner
+        self._request = request
+        self._deadline = deadline
+        self._limit = limit
+
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        chunks = iter(self._inner)
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except httpx.TimeoutException as exc:
+                raise _named_timeout(exc, self._request) from exc
+            received += len(chunk)
+            if received > self._limit:
+                raise ResponseTooLarge(
+                    f"the answer's body passed {self._limit} bytes, the most the suite "
+                    "reads of one answer (the rest was not read)",
+                    request=self._request,
+                )
+            if time.monotonic() > self._deadline:
+                raise httpx.ReadTimeout(
+                    f"the answer was not complete within the request timeout "
+                    f"([timing] request_timeout_seconds): {received} bytes of its body "
+                    "arrived by then (a target that drips its answer)",
+                    request=self._request,
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _BoundedTransport(httpx.BaseTransport):
+    """Wraps a transport so that every answer is bounded in size and in time."""
+
+    def __init__(self, inner: httpx.BaseTransport, limit: int = MAX_RESPONSE_BYTES) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts = request.extensions.get("timeout", {})
+        seconds = max((t for t in timeouts.values() if t is not None), default=None)
+        deadline = time.monotonic() + seconds if seconds is not None else float("inf")
+        try:
+            response = self._inner.handle_request(request)
+        except httpx.TimeoutException as exc:
+            raise _named_timeout(exc, request) from exc
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._limit:
+            response.close()
+            raise ResponseTooLarge(
+                f"the answer declares a body of {declared} bytes (Content-Length), more "
+                f"than the {self._limit} bytes the suite reads of one answer",
+                request=request,
+            )
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _BoundedBody(response.stream, request, deadline, self._limit)
+        return response
+
+    def close(self) -> None:
+        self._inner.close()
 
 
 #: Where the plugin finds the exchanges a check recorded (``item.stash[EXCHANGES_KEY]``).
@@ -164,10 +271,12 @@ class ApiClient:
         self._sleep = sleep
         self._session_tokens: dict[str, Secret] = {}
         self._lock = threading.Lock()
+        self._timeout = _timeout(profile.timing.request_timeout_seconds)
         self._http = httpx.Client(
             base_url=profile.base_url,
-            timeout=TIMEOUT,
-            transport=transport,
+            timeout=self._timeout,
+            # never a proxy from the environment (the loopback rule)
+            transport=_BoundedTransport(transport or httpx.HTTPTransport(trust_env=False)),
             follow_redirects=False,  # a check sees the redirect itself
             trust_env=False,  # never a proxy from the environment (the loopback rule)
         )
@@ -276,7 +385,7 @@ class ApiClient:
                 content=content,
                 headers=merged,
                 params=params,
-                timeout=TIMEOUT if timeout is None else httpx.Timeout(timeout),
+                timeout=self._timeout if timeout is None else _timeout(timeout),
             )
             response = self._send_once(request)
             if response.status_code != 429 or not patient or attempt == MAX_429_WAITS:

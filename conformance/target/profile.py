@@ -173,6 +173,9 @@ class BudgetsProfile:
 @dataclass(frozen=True)
 class TimingProfile:
     tolerance_seconds: float = 0.6
+    #: The longest one request may take, from sending it to the last byte of the answer
+    #: (a target that hangs or drips its answer is cut off there, not waited for).
+    request_timeout_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,10 @@ class Profile:
                 "max_requests_per_rate_check": self.budgets.max_requests_per_rate_check,
                 "destructive": self.budgets.destructive,
             },
-            "timing": {"tolerance_seconds": self.timing.tolerance_seconds},
+            "timing": {
+                "tolerance_seconds": self.timing.tolerance_seconds,
+                "request_timeout_seconds": self.timing.request_timeout_seconds,
+            },
             "wire": {
                 "header_brand": self.wire.header_brand,
                 "secret_keying": self.wire.secret_keying,
@@ -538,7 +544,10 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         dns=dns,
         usage=usage,
         budgets=BudgetsProfile(**document.get("budgets", {})),
-        timing=TimingProfile(tolerance_seconds=float(timing.get("tolerance_seconds", 0.6))),
+        timing=TimingProfile(
+            tolerance_seconds=float(timing.get("tolerance_seconds", 0.6)),
+            request_timeout_seconds=float(timing.get("request_timeout_seconds", 30.0)),
+        ),
         wire=WireProfile(**document.get("wire", {})),
         rate=RateProfile(**document.get("rate", {})),
         clock=clock,

@@ -41,6 +41,7 @@ from reference.netguard.urls import (
     CallbackPolicy,
     CallbackRejected,
     ValidatedTarget,
+    mask_userinfo,
 )
 
 __all__ = [
@@ -60,4 +61,5 @@ __all__ = [
     "ValidatedTarget",
     "classify",
     "make_delivery_client",
+    "mask_userinfo",
 ]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,22 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 #: A backstop over the resolver's own timeout: validation never waits longer than this.
 RESOLVE_DEADLINE_S = 5.0
 
+_AUTHORITY = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<authority>[^/?#]*)")
+
+
+def mask_userinfo(url: str) -> str:
+    """*url* with its userinfo (``user:pass@``) shown as ``***@``, for every echo of a
+    target URL: the credentials are kept and sent as Basic auth, never shown again."""
+    match = _AUTHORITY.match(url)
+    if match is None or "@" not in match["authority"]:
+        return url
+    host = match["authority"].rsplit("@", 1)[1]
+    return f"{match['scheme']}***@{host}{url[match.end() :]}"
+
+
+#: Where a refused host name's resolver answers go (never into the 400 body).
+log = logging.getLogger("reference.netguard")
+
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 _DECIMAL = re.compile(r"[0-9]+")
 _OCTAL = re.compile(r"0[0-7]*")
@@ -70,10 +87,13 @@ class CallbackRejected(Exception):
     ``loopback``, ``private-10/8`` ...), as in ``fixtures/callback_urls.yaml``.
     """
 
-    def __init__(self, reason: str, rule: str = "policy") -> None:
+    def __init__(self, reason: str, rule: str = "policy", resolved: tuple[str, ...] = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         self.rule = rule
+        #: The addresses a host name resolved to: logged, never in ``reason`` (a 400 body
+        #: must not show a caller what the service's resolver answers).
+        self.resolved = resolved
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,14 +212,23 @@ class CallbackPolicy:
         addresses = await self._addresses(host)
         for address in addresses:
             verdict = classify(address, self.allow_cidrs)
-            if not verdict.public:
-                listed = ", ".join(str(a) for a in addresses)
-                resolved = f"{host} resolves to {listed}; " if len(addresses) > 1 else ""
+            if verdict.public:
+                continue
+            if ":" in host or parse_ipv4_host(host) is not None:  # a literal: as written
                 raise CallbackRejected(
-                    f"callback URL must resolve to public addresses only: {resolved}"
-                    f"{verdict.reason}",
+                    f"callback URL must resolve to public addresses only: {verdict.reason}",
                     verdict.rule,
                 )
+            resolved = tuple(str(a) for a in addresses)
+            log.info(
+                "callback host %s resolves to %s: %s", host, ", ".join(resolved), verdict.reason
+            )
+            raise CallbackRejected(
+                f"callback URL must resolve to public addresses only: {host} resolves to "
+                f"an address that is not public ({verdict.rule})",
+                verdict.rule,
+                resolved,
+            )
         chosen = addresses[0]
         if isinstance(chosen, ipaddress.IPv6Address) and chosen.ipv4_mapped is not None:
             chosen = chosen.ipv4_mapped  # the same destination, reachable without IPv6

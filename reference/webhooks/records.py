@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from reference.netguard import mask_userinfo
 from reference.store import Store
 
 from .sender import AttemptResult
@@ -238,7 +239,7 @@ def delivery_views(
             "event_type": row["event_type"],
             "outcome": row["outcome"],
             "status_code": row["status_code"] if row["status_code"] is not None else 0,
-            "target_url": row["target_url"],
+            "target_url": mask_userinfo(row["target_url"]),
             "attempts": attempts.get(row["id"], []),
             "generation_id": row["generation_id"],
             "webhook_id": row["webhook_id"],

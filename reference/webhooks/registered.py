@@ -20,6 +20,7 @@ from reference.config import Choices
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
 from reference.ids import new_id
+from reference.netguard import mask_userinfo
 from reference.store import Store
 
 from . import envelopes
@@ -112,7 +113,7 @@ class RegisteredWebhooks:
             )
         created = {
             "id": webhook_id,
-            "url": target.url,
+            "url": mask_userinfo(target.url),
             "events": list(events),
             "secret": secret,
             "created_at": created_at,
@@ -133,7 +134,7 @@ class RegisteredWebhooks:
         webhooks = [
             {
                 "id": row["id"],
-                "url": row["url"],
+                "url": mask_userinfo(row["url"]),
                 "events": list(events_from_row(row)),
                 "created_at": row["created_at"],
             }

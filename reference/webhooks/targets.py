@@ -38,6 +38,7 @@ from reference.netguard import (
     Resolver,
     SystemResolver,
     ValidatedTarget,
+    mask_userinfo,
 )
 from reference.store import Store
 
@@ -119,7 +120,7 @@ class Binding:
         return {
             "mode": self.mode,
             "id": self.webhook_id,
-            "url": self.url,
+            "url": mask_userinfo(self.url),
             "events": list(self.events),
         }
 

@@ -259,6 +259,7 @@ class _Seen:
     where: str
     url: str = ""
     reason: str = ""
+    resolved: tuple[str, ...] = ()  # the addresses a host name resolved to
 
     @property
     def v4(self) -> bool:
@@ -340,7 +341,7 @@ _WAIVERS: Final[Mapping[Fault, Callable[[_Seen], bool]]] = MappingProxyType(
             or (s.rule == "reserved" and s.v4 and s.address in _RELAY_ANYCAST)
         ),
         CALLBACK_EMBEDDED_IPV4_UNCHECKED: lambda s: s.rule in _TRANSLATED_RULES,
-        CALLBACK_ANY_PUBLIC_ADDRESS: lambda s: s.name and " resolves to " in s.reason,
+        CALLBACK_ANY_PUBLIC_ADDRESS: lambda s: s.name and len(s.resolved) > 1,
         REGISTERED_URL_UNCHECKED: lambda s: s.where == "url",
         CALLBACK_FRAGMENT_NOT_COUNTED: lambda s: (
             s.rule == "length" and len(s.url.split("#", 1)[0]) <= 2048
@@ -424,7 +425,9 @@ def _seen(rejected: CallbackRejected, url: str, where: str) -> _Seen:
     except httpx.InvalidURL:
         host = ""
     address, spelled = _address(host)
-    return _Seen(rejected.rule, host, address, spelled, where, url, rejected.reason)
+    return _Seen(
+        rejected.rule, host, address, spelled, where, url, rejected.reason, rejected.resolved
+    )
 
 
 async def _unchecked(policy: CallbackPolicy, url: str, where: str) -> ValidatedTarget:

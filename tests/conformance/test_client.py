@@ -8,7 +8,7 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -20,9 +20,11 @@ from conformance.target.adapters import AdapterError, make_adapter
 from conformance.target.client import (
     EXCHANGES_KEY,
     MAX_429_SECONDS,
+    MAX_RESPONSE_BYTES,
     ApiClient,
     BudgetExceeded,
     Recorder,
+    ResponseTooLarge,
     parse_retry_after,
 )
 from conformance.target.profile import CapabilityMissing, Profile, parse_profile
@@ -365,6 +367,54 @@ def test_long_bodies_are_cut(profile: Profile) -> None:
     client.get("/v1/x")
     body = recorder.exchanges[0].response_body
     assert len(body) < 70_000 and body.endswith("more bytes not recorded]")
+
+
+def test_a_retry_after_of_a_day_is_not_waited(profile: Profile) -> None:
+    client, recorder, slept = make_client(profile, rate_limited([429] * 10, retry_after="86400"))
+    assert client.get("/v1/x").status_code == 429
+    assert slept == [] and len(recorder.exchanges) == 1
+
+
+def test_a_declared_body_over_the_cap_is_refused_unread(profile: Profile) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Length": str(100 * 2**20)}, content=b"")
+
+    client, recorder, _ = make_client(profile, handler)
+    with pytest.raises(ResponseTooLarge, match="declares a body of 104857600 bytes"):
+        client.get("/v1/x")
+    assert recorder.exchanges[0].error is not None
+
+
+def test_a_streamed_body_over_the_cap_is_cut_off(profile: Profile) -> None:
+    read: list[int] = []
+
+    def endless() -> Iterator[bytes]:
+        for _ in range(100):
+            read.append(1)
+            yield b"x" * 2**20
+
+    client, _, _ = make_client(profile, lambda r: httpx.Response(200, content=endless()))
+    with pytest.raises(ResponseTooLarge, match=f"passed {MAX_RESPONSE_BYTES} bytes"):
+        client.get("/v1/x")
+    assert len(read) == MAX_RESPONSE_BYTES // 2**20 + 1  # not one chunk more
+
+
+def test_a_body_that_drips_past_the_timeout_is_cut_off() -> None:
+    profile = parse_profile(PROFILE + "[timing]\nrequest_timeout_seconds = 1\n", env={})
+    clock = [0.0]
+
+    def drip() -> Iterator[bytes]:
+        for _ in range(100):
+            clock[0] += 0.4  # each byte "arrives" 0.4 s after the last
+            yield b" "
+
+    client, _, _ = make_client(profile, lambda r: httpx.Response(200, content=drip()))
+    real = time.monotonic
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "monotonic", lambda: real() + clock[0])
+        with pytest.raises(httpx.ReadTimeout, match="drips its answer"):
+            client.get("/v1/x")
+    assert clock[0] < 2.0
 
 
 def test_exchanges_key_is_a_stash_key() -> None:

@@ -146,7 +146,24 @@ async def test_every_resolved_address_must_be_public(make_resolver: Any) -> None
     with pytest.raises(CallbackRejected) as caught:
         await policy.validate("http://two.test:9/")
     assert caught.value.rule == "private-192.168/16"
-    assert "93.184.216.34, 192.168.0.1" in caught.value.reason
+    assert caught.value.resolved == ("93.184.216.34", "192.168.0.1")
+
+
+async def test_a_refused_name_keeps_its_resolver_answers_out_of_the_reason(
+    make_resolver: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The 400 body names the host and the rule, never the addresses it resolved to
+    (they would show a caller the service's internal DNS); the log has them."""
+    policy = CallbackPolicy(
+        make_resolver({"two.test": ["93.184.216.34", "192.168.7.9"]}), allow_cidrs=()
+    )
+    with caplog.at_level("INFO", logger="reference.netguard"):
+        with pytest.raises(CallbackRejected) as caught:
+            await policy.validate("http://two.test:9/")
+    reason = caught.value.reason
+    assert "two.test" in reason and "private-192.168/16" in reason
+    assert "192.168.7.9" not in reason and "93.184.216.34" not in reason
+    assert "93.184.216.34, 192.168.7.9" in caplog.text
 
 
 async def test_target_pins_the_first_resolved_address_and_keeps_the_url(

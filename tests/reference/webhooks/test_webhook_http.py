@@ -7,6 +7,7 @@ Uses ``reference_server`` (shared, provisioned, 127.0.0.1/32 allowlisted) from
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -156,3 +157,36 @@ def test_webhook_delivery_list_query(
         f"/v1/webhooks/{hook['id']}/deliveries", headers=bearer(reference_server.key("foreign"))
     )
     assert foreign.status_code == 404
+
+
+def test_credentials_in_a_target_url_are_sent_as_basic_auth_and_never_echoed(
+    reference_server: RunningReference, receiver: Receiver
+) -> None:
+    """A target URL with userinfo: the delivery carries it as Basic auth, and every echo of
+    the URL (the 202 body, the generation read, the delivery record, the registered
+    webhook) shows it masked."""
+    client = reference_server.client()
+    key = reference_server.key("primary")
+    password = "s3cret-in-the-url"
+    url = receiver.url("/creds").replace("://", f"://hook-user:{password}@", 1)
+    masked = receiver.url("/creds").replace("://", "://***@", 1)
+    submitted = client.post(
+        "/v1/images/generate", json={"prompt": "a cat", "callback_url": url}, headers=bearer(key)
+    )
+    assert submitted.status_code == 202, submitted.text
+    generation_id = submitted.json()["id"]
+    (arrival,) = receiver.wait_for("/creds", 1, timeout_s=10)
+    basic = base64.b64encode(f"hook-user:{password}".encode()).decode()
+    assert arrival.header("authorization") == f"Basic {basic}"
+    record = _wait_outcome(client, key, generation_id, "delivered")
+    assert record["target_url"] == masked
+    shown = client.get(f"/v1/generations/{generation_id}", headers=bearer(key))
+    listing = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
+    session = bearer(reference_server.session("primary"))
+    created = client.post("/api/webhooks", json={"url": url}, headers=session)
+    assert created.status_code == 201, created.text
+    assert created.json()["url"] == masked
+    listed = client.get("/api/webhooks", headers=session)
+    for echo in (submitted, shown, listing, created, listed):
+        assert password not in echo.text and "hook-user" not in echo.text, echo.text
+    client.delete(f"/api/webhooks/{created.json()['id']}", headers=session)
