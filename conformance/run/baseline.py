@@ -19,6 +19,7 @@ warning is a failure, so a baseline may list interpretations too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "changed_verdicts",
     "judge_baseline",
     "load_baseline",
+    "record_baseline",
     "run_verdicts",
 ]
 
@@ -52,6 +54,7 @@ class Baseline:
 
     path: Path
     known: Mapping[str, str]
+    sha256: str = ""
 
 
 def _entries(document: Any) -> list[Any]:
@@ -87,7 +90,7 @@ def load_baseline(path: Path, catalog: Catalog) -> Baseline:
         if requirement_id in known:
             raise BaselineError(f"{where}: {requirement_id} is listed twice")
         known[requirement_id] = reason.strip()
-    return Baseline(path, known)
+    return Baseline(path, known, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,23 @@ def judge_baseline(
         new=tuple(i for i in failed if i not in baseline.known),
         stale=tuple(i for i in verdicts if i in baseline.known and verdicts[i] == "pass"),
     )
+
+
+def record_baseline(results_path: Path, outcome: BaselineOutcome) -> None:
+    """Add the outcome to the run's ``results.json`` (under ``baseline``; an attestation of
+    the run carries it): the file's name and digest, its entries and how they sorted."""
+    document = json.loads(results_path.read_text(encoding="utf-8"))
+    document["baseline"] = {
+        "file": outcome.baseline.path.name,
+        "sha256": outcome.baseline.sha256,
+        "known_failures": dict(outcome.baseline.known),
+        "accepted": outcome.accepted,
+        "known": list(outcome.known),
+        "new": list(outcome.new),
+        "stale": list(outcome.stale),
+    }
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    results_path.write_text(text, encoding="utf-8")
 
 
 def run_verdicts(run: Path) -> dict[str, str]:

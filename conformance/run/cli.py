@@ -41,13 +41,14 @@ from rich.console import Console
 
 from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
-from conformance.reports import ALLURE_DIR, Reproduction, new_report_dir
+from conformance.reports import ALLURE_DIR, JSON_NAME, Reproduction, new_report_dir
 from conformance.run import allure_report
 from conformance.run.baseline import (
     BaselineError,
     BaselineOutcome,
     judge_baseline,
     load_baseline,
+    record_baseline,
 )
 from conformance.run.commands import (
     attest,
@@ -427,6 +428,8 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
     if options.baseline is not None and kept.verdicts is not None:
         verdicts = {rv.requirement.id: rv.verdict.value for rv in kept.verdicts.requirements}
         baseline = judge_baseline(options.baseline, verdicts, strict=options.strict)
+        if (report_dir / JSON_NAME).is_file():
+            record_baseline(report_dir / JSON_NAME, baseline)
     end = RunEnd(
         target=target.profile.name,
         verdicts=kept.verdicts,

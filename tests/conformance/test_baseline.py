@@ -134,8 +134,12 @@ def test_a_run_against_its_baseline(tmp_path: Path) -> None:
     assert faulty.verdicts()["AUTH-KEY-01"] == "fail", faulty.describe()
     assert faulty.returncode == EXIT_OK, faulty.describe()
     assert "accepted: 1 known failures, 0 new, 0 stale" in faulty.stdout
+    assert faulty.results is not None
+    recorded = faulty.results["baseline"]
+    assert recorded["accepted"] and recorded["known"] == only and recorded["file"] == baseline.name
     fixed = run_suite(tmp_path / "fixed", *args, only=only, workers=0, timeout=240)
     assert fixed.verdicts()["AUTH-KEY-01"] == "pass", fixed.describe()
     assert fixed.returncode == EXIT_FAILED, fixed.describe()
     assert "stale entry (now passes, remove it from the baseline): AUTH-KEY-01" in fixed.stdout
+    assert fixed.results is not None and fixed.results["baseline"]["stale"] == only
     assert main(["diff", str(faulty.report_dir), str(fixed.report_dir)]) == EXIT_FAILED
