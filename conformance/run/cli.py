@@ -13,11 +13,15 @@ Subcommands:
 * ``init-profile PATH``: write the commented profile template, to fill in for a target.
 * ``report allure RUN_DIR``: the Allure HTML report of a run (:mod:`.allure_report`).
 * ``serve-reference ...`` and ``faults ...``: pass through to ``python -m reference``.
+* ``requirements``, ``verify-signature``, ``listen``, ``diff``, ``keygen``, ``attest``,
+  ``verify-attestation``, ``load``: one module each in :mod:`conformance.run.commands`.
 
 Exit codes of ``run``: 0 no stated (MUST) requirement failed and the harness never broke
 (warnings, skips and untested requirements do not count, unless ``--strict``: then a
-warning is 1 too); 1 a MUST requirement failed; 2 usage or profile error; 3 harness error
-(the reference did not start, a check broke, pytest was interrupted).
+warning is 1 too; with ``--baseline``, failures it lists do not count, and an entry that
+now passes is 1: :mod:`conformance.run.baseline`); 1 a MUST requirement failed; 2 usage
+or profile error; 3 harness error (the reference did not start, a check broke, pytest
+was interrupted).
 """
 
 from __future__ import annotations
@@ -37,9 +41,25 @@ from rich.console import Console
 
 from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
-from conformance.reports import ALLURE_DIR, Reproduction, new_report_dir
+from conformance.reports import ALLURE_DIR, JSON_NAME, Reproduction, new_report_dir
 from conformance.run import allure_report
-from conformance.run.commands import attest, keygen, load, verify_attestation
+from conformance.run.baseline import (
+    BaselineError,
+    BaselineOutcome,
+    judge_baseline,
+    load_baseline,
+    record_baseline,
+)
+from conformance.run.commands import (
+    attest,
+    diff,
+    keygen,
+    listen,
+    load,
+    requirements,
+    verify_attestation,
+    verify_signature,
+)
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY
 from conformance.run.plugin.run import reproduction
@@ -81,7 +101,8 @@ def _reference(argv: list[str]) -> int:
 _EXIT_CODES = (
     "Exit codes of run: 0 no MUST requirement failed and no harness error (whether every "
     "MUST was checked is the verdict line's to say), "
-    "1 a MUST requirement failed (or, with --strict, a warning), 2 usage or profile error, "
+    "1 a MUST requirement failed (or, with --strict, a warning; with --baseline, one it "
+    "does not list, or one it lists now passes), 2 usage or profile error, "
     "3 harness error."
 )
 
@@ -108,7 +129,16 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser("faults", help="list the reference's injectable faults", add_help=False)
-    for command in (keygen, attest, verify_attestation, load):
+    for command in (
+        keygen,
+        attest,
+        verify_attestation,
+        verify_signature,
+        load,
+        requirements,
+        diff,
+        listen,
+    ):
         command.register(commands)
     return parser
 
@@ -182,6 +212,13 @@ def _add_run(commands: Any) -> None:
         action="store_true",
         help="warnings (interpretations not met) fail the run too: exit 1",
     )
+    add(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="known failures by requirement id with a reason (TOML or YAML): the run passes "
+        "when only these fail, and fails when one of them now passes (stale)",
+    )
     loudness = run_parser.add_mutually_exclusive_group()
     loudness.add_argument(
         "-q",
@@ -243,6 +280,12 @@ def run(options: argparse.Namespace) -> int:
             "(run without --profile)"
         )
         return EXIT_USAGE
+    if options.baseline is not None:
+        try:
+            options.baseline = load_baseline(options.baseline, load_catalog())
+        except BaselineError as error:
+            err.print(f"genapi-conformance: {error}", markup=False)
+            return EXIT_USAGE
     report_dir = (options.report_dir or new_report_dir()).resolve()
     if profile_arg is not None:
         try:
@@ -381,6 +424,12 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
         # The run's redactor: it also knows the secrets created during the run.
         (report_dir / PYTEST_LOG).write_bytes(kept.redactor.bytes(log.read_bytes()))
     # Every other artifact was redacted by the plugin as pytest finished.
+    baseline = None
+    if options.baseline is not None and kept.verdicts is not None:
+        verdicts = {rv.requirement.id: rv.verdict.value for rv in kept.verdicts.requirements}
+        baseline = judge_baseline(options.baseline, verdicts, strict=options.strict)
+        if (report_dir / JSON_NAME).is_file():
+            record_baseline(report_dir / JSON_NAME, baseline)
     end = RunEnd(
         target=target.profile.name,
         verdicts=kept.verdicts,
@@ -389,21 +438,29 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
         pytest_code=int(code),
         reproduction=kept.reproduction,
         strict=options.strict,
+        baseline=baseline,
     )
     console = Console(highlight=False, soft_wrap=True)
     summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)
     counts = None if kept.verdicts is None else _counts(kept.verdicts)
-    return exit_code(int(code), counts, strict=options.strict)
+    return exit_code(int(code), counts, strict=options.strict, baseline=baseline)
 
 
 def _counts(verdicts: RunVerdicts) -> dict[str, int]:
     return {verdict.value: count for verdict, count in verdicts.counts().items()}
 
 
-def exit_code(pytest_code: int, counts: Mapping[str, int] | None, *, strict: bool = False) -> int:
+def exit_code(
+    pytest_code: int,
+    counts: Mapping[str, int] | None,
+    *,
+    strict: bool = False,
+    baseline: BaselineOutcome | None = None,
+) -> int:
     """The run's exit code from pytest's and the verdict counts (see the module docstring);
     *counts* is None when pytest stopped before judging anything. *strict*: a warning
-    fails the run too."""
+    fails the run too. *baseline*: failures it knows do not fail the run, a stale entry
+    does (:mod:`conformance.run.baseline`)."""
     if pytest_code == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
     if counts is None or pytest_code in (
@@ -411,13 +468,20 @@ def exit_code(pytest_code: int, counts: Mapping[str, int] | None, *, strict: boo
         pytest.ExitCode.INTERNAL_ERROR,
     ):
         return EXIT_HARNESS
-    if counts.get("fail", 0):
+    known = baseline is not None and not baseline.new
+    if counts.get("fail", 0) and not known:
         return EXIT_FAILED
     if counts.get("error", 0):
         return EXIT_HARNESS
-    if pytest_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+    failed_checks_known = known and pytest_code == pytest.ExitCode.TESTS_FAILED
+    if (
+        pytest_code not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        and not failed_checks_known
+    ):
         return EXIT_HARNESS
-    if strict and counts.get("warn", 0):
+    if strict and counts.get("warn", 0) and not known:
+        return EXIT_FAILED
+    if baseline is not None and baseline.stale:
         return EXIT_FAILED
     return EXIT_OK
 

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from conformance.catalog import Catalog
 from conformance.reports import ALLURE_DIR, HTML_NAME, JSON_NAME, JUNIT_NAME, Reproduction
+from conformance.run.baseline import BaselineOutcome
 from conformance.run.plugin.results import check_overall
 from conformance.run.progress import duration_text
 from conformance.verdicts import SEVERITY, RunVerdicts, Verdict
@@ -59,6 +60,8 @@ class RunEnd:
     pytest_code: int
     reproduction: Reproduction
     strict: bool = False
+    #: The run's failures against ``--baseline``, when it had one.
+    baseline: BaselineOutcome | None = None
 
 
 def check_counts(verdicts: RunVerdicts, catalog: Catalog) -> Counter[Verdict]:
@@ -86,6 +89,10 @@ def summarise(
         return
     counts = verdicts.counts()
     say(_verdict_line(end.target, verdicts, strict=end.strict))
+    if end.baseline is not None:
+        baseline_lines = end.baseline.lines()
+        for text in baseline_lines[:1] if quiet else baseline_lines:
+            say(text)
     if not quiet:
         for detail in verdicts.coverage().details():
             say(f"  {detail}")

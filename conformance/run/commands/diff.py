@@ -1,0 +1,56 @@
+"""``genapi-conformance diff RUN_A RUN_B``: the requirements whose verdict changed.
+
+Each run is its report folder or its ``results.json``. Exit 0 when no verdict changed,
+1 when some did (like ``diff``), 2 when a run cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.catalog import load_catalog
+from conformance.run.baseline import BaselineError, changed_verdicts, run_verdicts
+from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+__all__ = ["main", "register"]
+
+#: How a verdict missing from one run is shown.
+ABSENT = "-"
+
+
+def register(commands: argparse._SubParsersAction[Any]) -> None:
+    parser = commands.add_parser(
+        "diff",
+        help="the requirements whose verdict changed between two runs",
+        description="Compare two runs' results.json. Exit 0 no change, 1 changes, 2 error.",
+    )
+    parser.add_argument("before", type=Path, metavar="RUN_A", help="report folder or its JSON")
+    parser.add_argument("after", type=Path, metavar="RUN_B", help="report folder or its JSON")
+    parser.add_argument("--json", action="store_true", help="print the changes as JSON")
+    parser.set_defaults(handler=main)
+
+
+def main(options: argparse.Namespace) -> int:
+    try:
+        before, after = run_verdicts(options.before), run_verdicts(options.after)
+    except BaselineError as error:
+        print(f"genapi-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    changes = changed_verdicts(before, after)
+    if options.json:
+        print(json.dumps([vars(change) for change in changes], indent=2))
+    else:
+        catalog = load_catalog()
+        for change in changes:
+            requirement = catalog.get(change.id)
+            level = requirement.level.value if requirement else "?"
+            print(
+                f"{change.id:20} {change.before or ABSENT:>12} -> {change.after or ABSENT:<12}"
+                f" {level}"
+            )
+        print(f"{len(changes)} requirements changed verdict")
+    return EXIT_FAILED if changes else EXIT_OK

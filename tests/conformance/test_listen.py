@@ -1,0 +1,89 @@
+"""``genapi-conformance listen``: deliveries printed live with their signature verdicts."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conformance.observe.receiver import Receiver
+from conformance.observe.signatures import signature_digest
+from conformance.run.cli import main
+from conformance.run.commands.listen import listen
+from conformance.secrets import Secret
+
+SECRET = "whsec_listen-test-secret"
+TIMEOUT_S = 10.0
+
+
+def _post(url: str, body: bytes, delivery: str, attempt: int, *, signed: bytes | None = None):
+    t = int(time.time())
+    digest = signature_digest(SECRET, t, body if signed is None else signed)
+    headers = {
+        "Content-Type": "application/json",
+        "X-Service-Event": "generation.completed",
+        "X-Service-Delivery": delivery,
+        "X-Service-Attempt": str(attempt),
+        "X-Service-Generation": "gen_1",
+        "X-Service-Signature": f"t={t},v1={digest}",
+    }
+    return httpx.post(url, content=body, headers=headers, timeout=TIMEOUT_S)
+
+
+def test_listen_prints_each_delivery_with_its_verdict(tmp_path: Path) -> None:
+    body = json.dumps({"id": "dlv_1", "type": "generation.completed"}).encode()
+    out = io.StringIO()
+    with Receiver() as receiver:
+        endpoint = receiver.endpoint("listen").respond_with_statuses([500, 200])
+        shown: list[int] = []
+        thread = threading.Thread(
+            target=lambda: shown.append(
+                listen(
+                    endpoint,
+                    out,
+                    secret=Secret(SECRET),
+                    count=4,
+                    duration_s=TIMEOUT_S,
+                    save_dir=tmp_path,
+                )
+            )
+        )
+        thread.start()
+        assert _post(endpoint.url, body, "dlv_1", 1).status_code == 500
+        assert _post(endpoint.url, body, "dlv_1", 2).status_code == 200
+        assert _post(endpoint.url, body, "dlv_1", 3).status_code == 200
+        tampered = body.replace(b"completed", b"failed")
+        assert _post(endpoint.url, tampered, "dlv_2", 1, signed=body).status_code == 200
+        thread.join(TIMEOUT_S)
+    assert shown == [4]
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4
+    assert "attempt=1" in lines[0] and "replied 500" in lines[0]
+    assert lines[0].endswith("signature valid")
+    assert "(+" in lines[1] and lines[1].endswith("signature valid")
+    assert lines[2].endswith("signature valid, duplicate")
+    assert "signature INVALID" in lines[3] and SECRET not in lines[3]
+    assert (tmp_path / "0004-dlv_2.body").read_bytes() == tampered
+
+
+def test_listen_without_deliveries_ends_at_its_duration(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GENAPI_WEBHOOK_SECRET", raising=False)
+    started = time.monotonic()
+    assert main(["listen", "--count", "1", "--duration", "1"]) == 1
+    assert time.monotonic() - started < TIMEOUT_S
+    out = capsys.readouterr().out
+    assert out.startswith("listening: http://127.0.0.1:")
+    assert "signatures are not verified" in out and "0 deliveries received" in out
+
+
+def test_listen_refuses_bad_scripts() -> None:
+    assert main(["listen", "--statuses", "200,abc", "--duration", "1"]) == 2
+    assert main(["listen", "--delay", "1000", "--duration", "1"]) == 2
+    assert main(["listen", "--duration", "0"]) == 2

@@ -1,0 +1,121 @@
+"""The public webhook verification helper and ``genapi-conformance verify-signature``."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.observe.signatures import signature_digest
+from conformance.run.cli import main
+from conformance.webhooks import DeliveryDeduper, verify_webhook
+
+SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+NOW = 1_760_000_000
+BODY = json.dumps(
+    {"id": "dlv_1", "type": "generation.completed", "data": {"prompt": "café"}}
+).encode()
+
+
+def _headers(body: bytes = BODY, t: int = NOW, secret: str = SECRET, **kw: str) -> dict[str, str]:
+    digest = signature_digest(secret, t, body, kw.pop("keying", "utf8"))  # type: ignore[arg-type]
+    return {"x-service-signature": f"t={t},v1={digest}", "X-Service-Delivery": "dlv_1", **kw}
+
+
+def test_a_signed_delivery_is_valid_and_its_duplicate_is_marked() -> None:
+    seen = DeliveryDeduper()
+    first = verify_webhook(BODY, _headers(), SECRET, now=NOW + 3, seen=seen)
+    again = verify_webhook(BODY, _headers(t=NOW + 2), SECRET, now=NOW + 3, seen=seen)
+    assert first.valid and not first.duplicate and first.delivery_id == "dlv_1"
+    assert again.valid and again.duplicate
+
+
+def test_a_tampered_body_is_invalid_and_not_noted_as_seen() -> None:
+    seen = DeliveryDeduper()
+    tampered = BODY.replace(b"completed", b"failed")
+    result = verify_webhook(tampered, _headers(), SECRET, now=NOW, seen=seen)
+    assert not result.valid and result.reason and "does not verify" in result.reason
+    # The genuine delivery, arriving after the forged copy, is not taken for a duplicate.
+    assert not verify_webhook(BODY, _headers(), SECRET, now=NOW, seen=seen).duplicate
+
+
+def test_a_wrong_secret_is_invalid_without_showing_either_secret() -> None:
+    other = "whsec_" + "A" * 43
+    result = verify_webhook(BODY, _headers(secret=other), SECRET, now=NOW)
+    assert not result.valid and result.reason
+    assert SECRET not in result.reason and other not in result.reason
+    named = verify_webhook(BODY, _headers(secret=other), SECRET, now=NOW, others={"key 2": other})
+    assert named.reason and "key 2" in named.reason
+
+
+def test_a_reserialised_body_is_named() -> None:
+    signed = json.dumps(json.loads(BODY), separators=(",", ":")).encode()
+    result = verify_webhook(BODY, _headers(body=signed), SECRET, now=NOW)
+    assert not result.valid and result.reason and "re-serialized" in result.reason
+
+
+def test_the_other_keying_is_named_and_the_declared_one_decides() -> None:
+    headers = _headers(keying="base64-after-prefix")
+    result = verify_webhook(BODY, headers, SECRET, now=NOW)
+    assert not result.valid and result.reason and "base64-after-prefix" in result.reason
+    assert verify_webhook(BODY, headers, SECRET, now=NOW, keying="base64-after-prefix").valid
+
+
+def test_stale_and_millisecond_timestamps() -> None:
+    stale = verify_webhook(BODY, _headers(), SECRET, now=NOW + 301)
+    assert not stale.valid and stale.reason and stale.reason.startswith("stale timestamp")
+    assert verify_webhook(BODY, _headers(), SECRET, now=NOW + 301, tolerance_s=None).valid
+    millis = verify_webhook(BODY, _headers(t=NOW * 1000), SECRET, now=NOW)
+    assert not millis.valid and millis.reason and "milliseconds" in millis.reason
+
+
+def test_the_deduper_is_bounded() -> None:
+    seen = DeliveryDeduper(capacity=2)
+    assert [seen.seen_before(i) for i in ("a", "b", "a", "c", "b")] == [
+        False,
+        False,
+        True,
+        False,
+        False,  # forgotten: "b" was the oldest once "c" came
+    ]
+
+
+def test_the_command_says_valid_or_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    monkeypatch.setenv("GENAPI_WEBHOOK_SECRET", SECRET)
+    signature = _headers()["x-service-signature"]
+    assert main(["verify-signature", str(body), "--signature", signature]) == 0
+    assert capsys.readouterr().out.startswith("valid")
+    header = f"X-Acme-Signature: {signature}"
+    args = ["verify-signature", str(body), "--header", header, "--brand", "Acme"]
+    assert main([*args, "--tolerance", "300", "--now", str(NOW + 10)]) == 0
+    assert main([*args, "--tolerance", "300", "--now", str(NOW + 1000)]) == 1
+    assert "stale timestamp" in capsys.readouterr().out
+    body.write_bytes(BODY + b" ")
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("invalid:") and SECRET not in out
+
+
+def test_the_command_wants_a_secret_and_well_formed_headers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    monkeypatch.delenv("GENAPI_WEBHOOK_SECRET", raising=False)
+    assert main(["verify-signature", str(body), "--signature", "t=1,v1=00"]) == 2
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET + "\n")
+    assert main(["verify-signature", str(body), "--secret-file", str(secret), "--header", "x"]) == 2
+    signature = _headers()["x-service-signature"]
+    assert (
+        main(
+            ["verify-signature", str(body), "--secret-file", str(secret), "--signature", signature]
+        )
+        == 0
+    )
