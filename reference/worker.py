@@ -40,6 +40,11 @@ FAILURE_OUTPUT_URL_SET = Fault(
     "EVT-DATA-06",
     "a failed generation carries an output_url (and no error_message)",
 )
+IMAGE_RESULT_NOT_PUSHED = Fault(
+    "image-result-not-pushed",
+    "VER-IMAGE-01",
+    "an image generation's result is never pushed to its delivery target (polling only)",
+)
 FAILED_NOT_REFUNDED = Fault(
     "failed-not-refunded", "CREDIT-REFUND-01", "a failed generation keeps its credits"
 )
@@ -220,6 +225,8 @@ class GenerationWorker:
         )
         log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if row["type"] not in ("image", "video"):
+            return False
+        if row["type"] == "image" and self.faults.on(IMAGE_RESULT_NOT_PUSHED):
             return False
         self.hooks.enqueue_events(
             conn,

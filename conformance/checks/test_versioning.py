@@ -4,7 +4,8 @@ of the spec: "Public paths sit under /v1").
 Every public operation of the OpenAPI document is sent to its /v1 path with the primary
 key (every scope) and real ids of the primary account: it must be served there, so
 neither a 404 (no such path) nor a 405 (no such method at that path). The api_version of
-event envelopes (VER-ENV-*) is judged by the envelope checks.
+event envelopes (VER-ENV-*) is judged by the envelope checks. Spec §9 also makes image
+submits with a delivery target asynchronous: a 202 with an id, the result pushed later.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.judge.asserts import describe
+from conformance.findings import fail
+from conformance.judge.asserts import assert_status, describe
 from conformance.judge.operations import Operation, OperationPaths, operations
-from conformance.observe.receiver import Endpoint
+from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import event_of
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
+from conformance.target.setup import SUBMIT_PROMPT
 
 PUBLIC: Final = [pytest.param(op, id=op.param_id) for op in operations() if op.public]
+#: Spec §9: images with a delivery target are asynchronous.
+IMAGES: Final = "/v1/images/generate"
 #: What a server answers for a path or method it does not serve.
 NOT_SERVED: Final = frozenset({404, 405})
 
@@ -48,3 +56,38 @@ def test_public_operation_is_served_under_v1(
         f"VER-PATH-01: {op.method} {path}: expected the operation to be served under /v1, "
         f"saw {describe(response)}"
     )
+
+
+@pytest.mark.requirement("VER-IMAGE-01")
+def test_image_submit_with_target_is_asynchronous(
+    api: ApiClient, profile: Profile, endpoint: Endpoint
+) -> None:
+    """An image submit with a delivery target is answered 202 with an id, and its result
+    is pushed to the target later (an event for that generation arrives there)."""
+    response = api.request(
+        "POST", IMAGES, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+    )
+    assert_status(response, 202)
+    try:
+        generation_id = response.json().get("id")
+    except (ValueError, AttributeError):
+        generation_id = None
+    if not isinstance(generation_id, str):
+        fail(f"expected the 202 to carry the generation id, saw {describe(response)}")
+    try:
+        arrived = endpoint.wait_for(1, delivery_deadline(profile))
+    except DeliveryTimeout as missing:
+        fail(f"expected the result of {generation_id} pushed to the target: {missing}")
+    about = [_generation_of(delivery) for delivery in arrived]
+    if generation_id not in about:
+        events = [event_of(delivery) for delivery in arrived]
+        fail(f"expected an event about {generation_id} at the target, saw {events} about {about}")
+
+
+def _generation_of(delivery: Delivery) -> object:
+    """The generation an event reports (its data.generation_id), None if it names none."""
+    try:
+        data = delivery.json().get("data")
+    except (ValueError, AttributeError):
+        return None
+    return data.get("generation_id") if isinstance(data, dict) else None
