@@ -27,7 +27,9 @@ _PACKAGES = ("genapi_spec", "conformance", "reference")
 #: The spec artifacts; in a wheel they sit inside ``genapi_spec/data``, in a source
 #: checkout at the top of the repository.
 _SPEC_DATA = ("openapi", "schemas", "fixtures", "spec")
-#: Caches that are not part of what was installed.
+#: Caches that are not part of what was installed: bytecode, and the hidden folders that
+#: running the checks writes next to them (pytest's and Hypothesis's caches), which change
+#: from one run to the next.
 _SKIPPED_PARTS = frozenset({"__pycache__"})
 _SKIPPED_SUFFIXES = frozenset({".pyc", ".pyo"})
 #: Bound on the files walked: the distribution holds a few hundred.
@@ -71,6 +73,7 @@ def _files(roots: dict[str, Path]) -> Iterator[tuple[str, Path]]:
             if (
                 not path.is_file()
                 or _SKIPPED_PARTS.intersection(relative.parts)
+                or any(part.startswith(".") for part in relative.parts)
                 or path.suffix in _SKIPPED_SUFFIXES
             ):
                 continue

@@ -27,7 +27,7 @@ from conformance.attestation import (
     verify,
 )
 from conformance.catalog import Level, Need, load_catalog
-from conformance.provenance import catalog_sha256, distribution_sha256
+from conformance.provenance import catalog_sha256
 from conformance.run.cli import main
 
 pytest_plugins = ["pytester"]
@@ -111,6 +111,15 @@ def test_pae_is_dsse_v1_encoding() -> None:
     assert pae("t", "é".encode()) == b"DSSEv1 1 t 2 " + "é".encode()
 
 
+def _distribution_sha256_from(cwd: Path) -> str:
+    code = "from conformance.provenance import distribution_sha256; print(distribution_sha256())"
+    done = subprocess.run(  # noqa: S603 (our own interpreter and arguments)
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 def test_statement_binds_reports_verdicts_and_provenance(signed: dict[str, Path]) -> None:
     statement = _statement(signed["envelope"])
     results = json.loads((signed["run"] / "results.json").read_text())
@@ -120,7 +129,11 @@ def test_statement_binds_reports_verdicts_and_provenance(signed: dict[str, Path]
         name: hashlib.sha256((signed["run"] / name).read_bytes()).hexdigest() for name in SUBJECTS
     }
     predicate = statement["predicate"]
-    assert predicate["suite"]["distribution_sha256"] == distribution_sha256()
+    assert predicate["suite"]["distribution_sha256"] == results["suite_sha256"]
+    # The run's digest is that of the suite its process imported: computed again the way
+    # the run's process would find the suite (from the run's working directory, where a
+    # checkout on the test process's path does not shadow the installed package).
+    assert results["suite_sha256"] == _distribution_sha256_from(signed["run"].parent / "checks")
     assert predicate["catalog_sha256"] == catalog_sha256()
     assert predicate["target"]["profile_sha256"] == results["profile"]["sha256"]
     assert predicate["spec_version"] == results["spec_version"]

@@ -457,7 +457,14 @@ def test_plugin_bad_profile_is_a_usage_error(checks: pytest.Pytester) -> None:
 
 
 def test_needs_markers_are_the_capabilities_a_profile_may_lack() -> None:
-    assert set(plugin.NEEDS_MARKERS) == {"sandbox", "dns", "console", "destructive", "slow"}
+    assert set(plugin.NEEDS_MARKERS) == {
+        "sandbox",
+        "dns",
+        "console",
+        "destructive",
+        "slow",
+        "clock",
+    }
 
 
 BARE_PROFILE = """
