@@ -119,3 +119,24 @@ def test_the_command_wants_a_secret_and_well_formed_headers(
         )
         == 0
     )
+
+
+def test_the_command_reads_the_secret_of_a_profile_key_role(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    profile = tmp_path / "target.toml"
+    profile.write_text(
+        'name = "t"\nbase_url = "http://127.0.0.1:9"\nkey_prefix = "gk"\nadapter = "none"\n'
+        '[keys.primary]\nkey = "gk_bareKEY0123456789abcdef"\naccount = "primary"\n'
+        'scopes = ["images:generate"]\nsigning_secret_env = "TEST_SIGNING_SECRET"\n'
+    )
+    monkeypatch.setenv("TEST_SIGNING_SECRET", SECRET)
+    signature = _headers()["x-service-signature"]
+    args = ["verify-signature", str(body), "--signature", signature, "--profile", str(profile)]
+    assert main([*args, "--key-role", "primary"]) == 0
+    assert capsys.readouterr().out.startswith("valid")
+    assert main([*args, "--key-role", "foreign"]) == 2
+    assert "no signing_secret for key role 'foreign'" in capsys.readouterr().err
+    assert main(["verify-signature", str(body), "--signature", signature, "--key-role", "x"]) == 2

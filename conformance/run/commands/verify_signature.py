@@ -17,6 +17,7 @@ from typing import Any
 
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from conformance.secrets import Secret
+from conformance.target.profile import ProfileError, load_profile
 from conformance.target.wire import SECRET_KEYINGS, WireProfile
 from conformance.webhooks import verify_webhook
 
@@ -67,6 +68,14 @@ def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True
         + ("" if required else "; without one, signatures are not verified"),
     )
     secret.add_argument("--secret-file", type=Path, metavar="FILE", help="file holding it")
+    secret.add_argument(
+        "--key-role",
+        metavar="ROLE",
+        help="the signing secret of this key role of the target profile (--profile)",
+    )
+    parser.add_argument(
+        "--profile", type=Path, metavar="FILE", help="target profile, for --key-role"
+    )
 
 
 def _headers(options: argparse.Namespace) -> dict[str, str] | str:
@@ -82,8 +91,23 @@ def _headers(options: argparse.Namespace) -> dict[str, str] | str:
     return headers
 
 
+def _profile_secret(path: Path | None, role: str) -> Secret | str:
+    """The signing secret of key *role* in the profile at *path*, or what is wrong."""
+    if path is None:
+        return "--key-role needs --profile FILE"
+    try:
+        key = load_profile(path).keys.get(role)
+    except (OSError, ProfileError) as error:
+        return f"--profile {path}: {error}"
+    if key is None or key.signing_secret is None:
+        return f"--profile {path}: no signing_secret for key role {role!r}"
+    return key.signing_secret
+
+
 def secret_of(options: argparse.Namespace) -> Secret | str:
     """The secret :func:`add_secret_options` names, or what is wrong (a str)."""
+    if options.key_role is not None:
+        return _profile_secret(options.profile, options.key_role)
     if options.secret_file is not None:
         try:
             return Secret(options.secret_file.read_text(encoding="utf-8").strip())
