@@ -16,22 +16,16 @@ Secret values (``key``, ``signing_secret``, ``token``, ``password``) become
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
-import json
 import os
 import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit
-
-import jsonschema
 
 import genapi_spec
 from conformance.secrets import Redactor, Secret
@@ -41,6 +35,7 @@ from conformance.target.adapter_declaration import (
     preset_names,
 )
 from conformance.target.clock import ClockProfile, parse_clock
+from conformance.target.profile_schema import profile_schema, schema_problems
 from conformance.target.wire import RateProfile, WireProfile
 
 __all__ = [
@@ -71,8 +66,6 @@ SCOPES: Final = (
     "audio:generate",
     "agent:run",
 )
-
-_SECRET_FIELDS: Final = ("key", "signing_secret", "token", "password")
 
 
 class ProfileError(ValueError):
@@ -317,71 +310,6 @@ class Profile:
         }
 
 
-# -- schema ----------------------------------------------------------------------------
-
-
-@cache
-def profile_schema() -> dict[str, Any]:
-    """The JSON Schema (2020-12) of the profile, with ``x-fix`` hints per field."""
-    text = (resources.files(__package__) / "profile.schema.json").read_text(encoding="utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
-
-
-def _fix_of(schema: Mapping[str, Any]) -> str:
-    fix = schema.get("x-fix")
-    return str(fix) if fix else "see the template (genapi-conformance init-profile)"
-
-
-def _resolve(schema: Mapping[str, Any]) -> Mapping[str, Any]:
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        resolved: Mapping[str, Any] = profile_schema()["$defs"][ref.removeprefix("#/$defs/")]
-        return resolved
-    return schema
-
-
-def _schema_problems(document: Mapping[str, Any]) -> list[str]:
-    validator = jsonschema.Draft202012Validator(profile_schema())
-    problems: list[str] = []
-    for error in genapi_spec.schema_errors(validator, document):
-        where = genapi_spec.error_where(error.absolute_path)
-        schema = _resolve(error.schema) if isinstance(error.schema, Mapping) else {}
-        if error.validator == "required":
-            missing = error.message.split("'")[1]
-            sub = _resolve(schema.get("properties", {}).get(missing, {}))
-            prefix = "" if where == "(top level)" else f"{where}."
-            problems.append(f"{prefix}{missing}: missing; {_fix_of(sub)}")
-        elif error.validator == "additionalProperties" and schema.get("properties"):
-            known = sorted(schema["properties"])
-            instance = error.instance if isinstance(error.instance, Mapping) else {}
-            for extra in sorted(set(instance) - set(known)):
-                prefix = "" if where == "(top level)" else f"{where}."
-                close = difflib.get_close_matches(extra, known, n=1)
-                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(known)}"
-                problems.append(f"{prefix}{extra}: unknown field; {hint}")
-        elif error.validator == "propertyNames":
-            problems.append(
-                f"{where}: name {error.instance!r} is not allowed; "
-                "use lower-case letters, digits and '-' (e.g. without-images-generate)"
-            )
-        elif error.validator == "type":
-            problems.append(
-                f"{where}: expected {error.validator_value}, got {type(error.instance).__name__}; "
-                f"{_fix_of(schema)}"
-            )
-        else:
-            shown = "a secret" if _is_secret_path(error.absolute_path) else repr(error.instance)
-            problems.append(f"{where}: {shown} is not valid ({error.validator}); {_fix_of(schema)}")
-    return problems
-
-
-def _is_secret_path(path: Any) -> bool:
-    parts = list(path)
-    # Under [adapter] these names hold JSON pointers to secrets, not secrets.
-    return bool(parts) and str(parts[-1]) in _SECRET_FIELDS and parts[0] != "adapter"
-
-
 # -- semantic rules --------------------------------------------------------------------
 
 
@@ -570,7 +498,7 @@ def parse_profile(
         del document["adapter"]
     elif isinstance(shorthand, str) and shorthand in preset_names():
         document["adapter"] = {"preset": shorthand}
-    problems = _schema_problems(document) + _presence_problems(document)
+    problems = schema_problems(document) + _presence_problems(document)
     if problems:
         # Structural problems first: the semantic rules assume the structure.
         raise ProfileError(source, problems + _base_url_problems(document))
