@@ -296,9 +296,10 @@ def test_spec_section_is_the_text_under_its_heading() -> None:
     assert unresolved == [], "every requirement's section is embedded in Allure"
 
 
-def _local_allure() -> list[str] | None:
-    """Allure 3 installed on this machine (never downloaded by a test)."""
-    command = allure_command()
+def _local_allure(root: Path) -> list[str] | None:
+    """Allure 3 installed on this machine, on PATH or in the project's ``node_modules``
+    under *root* (never downloaded by a test)."""
+    command = allure_command(cwd=root)
     if command is None or "npx" in Path(command[0]).name:
         return None
     try:
@@ -311,11 +312,11 @@ def _local_allure() -> list[str] | None:
 
 
 def test_report_allure_builds_the_html_where_allure_3_is_installed(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, pytestconfig: pytest.Config
 ) -> None:
     if shutil.which("node") is None:
         pytest.skip("Node.js is not installed: the Allure report needs it (npm package allure)")
-    command = _local_allure()
+    command = _local_allure(pytestconfig.rootpath)
     if command is None:
         pytest.skip(
             "the npm package allure (Allure 3) is not installed here (no `allure` on PATH or "
