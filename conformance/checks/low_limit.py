@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any, Final
 
 import httpx
@@ -542,9 +543,13 @@ def concurrent_submits(
 REFUND_READS: Final = 3
 
 
-def credits_settled(api: ApiClient, profile: Profile, settled: Callable[[int], bool]) -> int:
+def credits_settled(
+    api: ApiClient, profile: Profile, settled: Callable[[int], bool], *, day: date
+) -> int:
     """Credits used today, re-read (:data:`REFUND_READS` times within the tolerance) until
-    *settled* holds of the reading; the last reading."""
+    *settled* holds of the reading; the last reading. A UTC *day* (the one of the reading
+    it is compared with) that ended meanwhile is a set-up error: the count was reset at
+    00:00 UTC, so the readings cannot be compared."""
     deadline = time.monotonic() + profile.timing.tolerance_seconds
     used = credits_used_today(api, ROLE)
     for _ in range(REFUND_READS - 1):
@@ -552,4 +557,6 @@ def credits_settled(api: ApiClient, profile: Profile, settled: Callable[[int], b
             break
         time.sleep(profile.timing.tolerance_seconds / REFUND_READS)
         used = credits_used_today(api, ROLE)
+    if datetime.now(UTC).date() != day:
+        raise SetupFailed("setup: 00:00 UTC passed between the readings of credits used today")
     return used

@@ -392,12 +392,12 @@ def test_credits_completed_generation_increases_credits_used(
 ) -> None:
     """A completed generation raises the account's credits used today."""
     tier(api)
-    ACCOUNT.make_room(recorder, 3, profile)
-    before = credits_used_today(api, ROLE)
+    ACCOUNT.make_room(recorder, 2 + REFUND_READS, profile)
+    day, before = datetime.now(UTC).date(), credits_used_today(api, ROLE)
     response = api.request("POST", IMAGES, role=ROLE, json=submit_body(endpoint), patient=False)
     accepted_id(response, f"POST {IMAGES}")
     wait_finished(endpoint, 1, profile)
-    after = credits_used_today(api, ROLE)
+    after = credits_settled(api, profile, lambda used: used > before, day=day)
     assert after > before, (
         f"CREDIT-SPEND-01: expected credits used today to rise after a completed "
         f"generation; saw {before} before the submit and {after} after it completed"
@@ -412,14 +412,14 @@ def test_credits_failed_generation_is_refunded(
     """A failed generation gives its credits back: credits used today return to before."""
     tier(api)
     ACCOUNT.make_room(recorder, 2 + REFUND_READS, profile)
-    before = credits_used_today(api, ROLE)
+    day, before = datetime.now(UTC).date(), credits_used_today(api, ROLE)
     prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
     response = api.request(
         "POST", IMAGES, role=ROLE, json=submit_body(endpoint, prompt), patient=False
     )
     accepted_id(response, f"POST {IMAGES} with the sandbox fail prompt")
     wait_finished(endpoint, 1, profile)
-    after = credits_settled(api, profile, lambda used: used <= before)
+    after = credits_settled(api, profile, lambda used: used <= before, day=day)
     assert after <= before, (
         f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
         f"generation, saw {after}"
