@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PYCACHE", "TAIL_CHARS", "SuiteRun", "run_command", "run_suite"]
+from fork_server import ForkServer
+
+__all__ = ["PYCACHE", "TAIL_CHARS", "SuiteRun", "run_command", "run_env", "run_suite"]
 
 #: How much of a run's output a failure message quotes.
 TAIL_CHARS = 2000
@@ -70,25 +72,50 @@ class SuiteRun:
         )
 
 
-def run_command(argv: Sequence[str], report_dir: Path, *, timeout: float) -> SuiteRun:
-    """Run *argv* (a run of the suite that writes its reports to *report_dir*)."""
+def run_env() -> dict[str, str]:
+    """The environment of a run (see the module's docstring)."""
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
+def run_command(
+    argv: Sequence[str], report_dir: Path, *, timeout: float, server: ForkServer | None = None
+) -> SuiteRun:
+    """Run *argv* (a run of the suite that writes its reports to *report_dir*): a
+    subprocess, or, with a fork *server*, a child forked from it (*argv* must then be
+    ``[python, "-m", MODULE, ...]``)."""
+    env = run_env()
     report_dir.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(  # noqa: S603 (our own interpreter and module)
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=report_dir.parent,
-        env=env,
-        check=False,
-    )
+    if server is None:
+        done = subprocess.run(  # noqa: S603 (our own interpreter and module)
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=report_dir.parent,
+            env=env,
+            check=False,
+        )
+        returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        assert argv[1] == "-m", f"a fork server runs modules only: {argv}"
+        out, err = (report_dir.parent / f"{report_dir.name}.{n}.txt" for n in ("stdout", "stderr"))
+        returncode = server.run(
+            argv[2],
+            argv[3:],
+            cwd=report_dir.parent,
+            env=env,
+            stdout=out,
+            stderr=err,
+            timeout=timeout,
+        )
+        stdout, stderr = (path.read_text(encoding="utf-8", errors="replace") for path in (out, err))
     results_path = report_dir / "results.json"
     results: dict[str, Any] | None = None
     if results_path.is_file():
         results = json.loads(results_path.read_text(encoding="utf-8"))
-    return SuiteRun(tuple(argv), done.returncode, done.stdout, done.stderr, report_dir, results)
+    return SuiteRun(tuple(argv), returncode, stdout, stderr, report_dir, results)
 
 
 def run_suite(
@@ -98,10 +125,11 @@ def run_suite(
     only: Sequence[str] = (),
     workers: int | None = None,
     timeout: float,
+    server: ForkServer | None = None,
 ) -> SuiteRun:
     """``genapi-conformance run`` in a subprocess, with *args* (against the embedded
     reference unless they give a ``--profile``); ``workers=None`` keeps the CLI's default
-    (two xdist workers, as users run it)."""
+    (two xdist workers, as users run it); a fork *server* runs it as its child."""
     argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
     argv += args
     for name in faults:
@@ -110,4 +138,4 @@ def run_suite(
         argv += ["--only", requirement_id]
     if workers is not None:
         argv += ["--workers", str(workers)]
-    return run_command(argv, report_dir, timeout=timeout)
+    return run_command(argv, report_dir, timeout=timeout, server=server)

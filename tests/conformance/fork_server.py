@@ -1,0 +1,294 @@
+"""A fork server for the fault matrix: runs of ``python -m MODULE ARGS`` that skip the
+interpreter's start and the imports every run repeats.
+
+The fault matrix starts a run of the suite per fault, hundreds of them, and each spent
+about two seconds of CPU importing the same modules (pytest, its plugins, httpx,
+jsonschema, the suite) before doing a second of work. The server is a process that imports
+them once and then forks a child per run; the child runs the module as ``python -m`` would
+(:func:`runpy.run_module` with ``sys.argv`` set), with the run's working directory,
+environment and output files, in its own process group, and exits with the module's exit
+status. A run is therefore still its own process that shares nothing mutable with the
+test run that asked for it (or with another run): the module objects it starts from were
+imported by a process that has run nothing else.
+
+The server is single-threaded (a child forked from a process with threads could inherit a
+lock held by a thread that does not exist in it): one loop waits on its requests (JSON
+lines on stdin) and on ``SIGCHLD`` (through :func:`signal.set_wakeup_fd`), and writes a
+JSON line to stdout when a child starts (its pid) and when it ends (its exit status).
+
+:class:`ForkServer` is the client side: it starts the server, hands out runs from any
+thread and waits for each with a deadline, killing the run's process group if it passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["PRELOADED", "ForkServer", "RunTimeout"]
+
+#: What the server imports before its first fork: what every run of the suite imports
+#: (its CLI, pytest and the plugins pytest loads, the libraries of the checks). Check
+#: modules are left out: pytest must import those itself, rewriting their asserts.
+PRELOADED = (
+    "conformance.run.cli",
+    "conformance.run.plugin",
+    "conformance.run.fixtures",
+    "conformance.judge.fuzzing",
+    "conformance.judge.strategies",
+    "conformance.observe.events",
+    "_hypothesis_pytestplugin",
+    "allure_pytest.plugin",
+    "anyio.pytest_plugin",
+    "pytest_httpserver.pytest_plugin",
+    "pytest_locust.plugin",
+    "pytest_timeout",
+    "xdist.looponfail",
+    "xdist.plugin",
+)
+#: The modules runs execute (``python -m``): imported for what they import, then dropped.
+_RUN_MODULES = frozenset({"conformance.run.cli"})
+#: How long the server may take to import :data:`PRELOADED` and say it is ready.
+_READY_TIMEOUT_S = 120.0
+
+
+class RunTimeout(Exception):
+    """A run did not end within its deadline; its process group was killed."""
+
+
+# --------------------------------------------------------------------------- server side
+
+
+def _no_rewrite_warning() -> None:
+    """Keep pytest from refusing the preloaded plugin packages.
+
+    pytest rewrites the asserts of every package of a distribution that has a pytest
+    plugin, and warns (which the run's ``filterwarnings = error`` makes fatal) about one
+    already imported. The preloaded ones (:data:`PRELOADED`) keep their plain asserts,
+    which only matters to a failing assert inside those libraries' own code.
+    """
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    AssertionRewritingHook._warn_already_imported = lambda self, name: None  # type: ignore[method-assign]
+
+
+def _child(request: Mapping[str, Any]) -> None:
+    """In the forked child: become the run, then exit with its status (never return)."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        for signum in (signal.SIGCHLD, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.set_wakeup_fd(-1)
+        with open(os.devnull, "rb") as null:
+            os.dup2(null.fileno(), 0)
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            with open(path, "wb") as sink:
+                os.dup2(sink.fileno(), fd)
+        os.closerange(3, 256)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.pycache_prefix = request["env"].get("PYTHONPYCACHEPREFIX") or None
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+        _no_rewrite_warning()
+        module, args = request["module"], request["args"]
+        sys.argv = [module, *args]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            if not isinstance(done.code, int | None):
+                print(done.code, file=sys.stderr)
+        except BaseException:  # the child's last word, as python -m says it
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+    finally:
+        os._exit(code)
+
+
+def _say(message: Mapping[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def serve() -> None:
+    """The server's loop: fork a child per request line, report starts and ends."""
+    for name in PRELOADED:
+        importlib.import_module(name)
+    # The run's module itself is executed anew as __main__ in each child, as python -m
+    # does; left imported, runpy would warn that it was found in sys.modules.
+    for name in [name for name in sys.modules if name in _RUN_MODULES]:
+        del sys.modules[name]
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    os.set_blocking(wake_read, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    running: dict[int, str] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(0, selectors.EVENT_READ, "request")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    _say({"ready": True})
+    pending = b""
+    open_input = True
+    while open_input or running:
+        for key, _ in selector.select():
+            if key.data == "request":
+                # Read the fd itself: a buffered readline could keep a second request in
+                # its buffer, where select would never see it.
+                chunk = os.read(0, 65536)
+                if not chunk:
+                    open_input = False
+                    selector.unregister(0)
+                    continue
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    request = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request)
+                    running[pid] = request["id"]
+                    _say({"id": request["id"], "pid": pid})
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_read, 512)
+                while running:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                    if pid == 0:
+                        break
+                    run_id = running.pop(pid, None)
+                    if run_id is not None:
+                        _say({"id": run_id, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+# --------------------------------------------------------------------------- client side
+
+
+class ForkServer:
+    """The client of one fork server process: :meth:`run` from any thread.
+
+    Close it (or use it as a context manager) to end the server: it exits once its
+    running children have ended.
+    """
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._process = subprocess.Popen(  # noqa: S603 (our interpreter, this file)
+            [sys.executable, __file__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(env),
+        )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._requests: IO[str] = self._process.stdin
+        self._replies: IO[str] = self._process.stdout
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._started: dict[str, Future[int]] = {}
+        self._ended: dict[str, Future[int]] = {}
+        self._ready: Future[bool] = Future()
+        self._reader = threading.Thread(target=self._read, name="fork-server", daemon=True)
+        self._reader.start()
+        if not self._ready.result(timeout=_READY_TIMEOUT_S):
+            raise RuntimeError("the fork server ended before it was ready")
+
+    def _read(self) -> None:
+        for line in self._replies:
+            message = json.loads(line)
+            if message.get("ready"):
+                self._ready.set_result(True)
+            elif "pid" in message:
+                self._started[message["id"]].set_result(message["pid"])
+            else:
+                self._ended[message["id"]].set_result(message["returncode"])
+        if not self._ready.done():
+            self._ready.set_result(False)
+        for future in [*self._started.values(), *self._ended.values()]:
+            if not future.done():
+                future.set_exception(RuntimeError("the fork server ended"))
+
+    def run(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdout: Path,
+        stderr: Path,
+        timeout: float,
+    ) -> int:
+        """Run ``python -m module args`` as a forked child; its exit status.
+
+        Raises :class:`RunTimeout` (after killing the run's process group, the reference
+        it started included) when it has not ended within ``timeout`` seconds.
+        """
+        with self._lock:
+            self._counter += 1
+            run_id = str(self._counter)
+            started: Future[int] = Future()
+            ended: Future[int] = Future()
+            self._started[run_id], self._ended[run_id] = started, ended
+            request = {
+                "id": run_id,
+                "module": module,
+                "args": list(args),
+                "cwd": str(cwd),
+                "env": dict(env),
+                "stdout": str(stdout),
+                "stderr": str(stderr),
+            }
+            self._requests.write(json.dumps(request) + "\n")
+            self._requests.flush()
+        pid = started.result(timeout=_READY_TIMEOUT_S)
+        try:
+            return ended.result(timeout=timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            raise RunTimeout(f"python -m {module} did not end within {timeout:.0f} s") from None
+
+    def close(self) -> None:
+        """End the server: no more runs; it exits when its children have."""
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        try:
+            self._process.wait(timeout=_READY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=_READY_TIMEOUT_S)
+        self._reader.join(timeout=_READY_TIMEOUT_S)
+        self._replies.close()
+
+    def __enter__(self) -> ForkServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+if __name__ == "__main__":
+    serve()
