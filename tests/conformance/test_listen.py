@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from conformance.observe.receiver import Receiver
 from conformance.observe.signatures import signature_digest
 from conformance.run.cli import main
-from conformance.run.commands.listen import listen
+from conformance.run.commands.listen import MAX_NAME_CHARS, listen, safe_file_name
 from conformance.secrets import Secret
 
 SECRET = "whsec_listen-test-secret"
@@ -87,3 +88,56 @@ def test_listen_refuses_bad_scripts() -> None:
     assert main(["listen", "--statuses", "200,abc", "--duration", "1"]) == 2
     assert main(["listen", "--delay", "1000", "--duration", "1"]) == 2
     assert main(["listen", "--duration", "0"]) == 2
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "../../escaped",
+        "..\\..\\escaped",
+        "..",
+        ".",
+        ".hidden",
+        "a/b",
+        "/abs",
+        "nul\x00byte",
+        "line\r\nbreak",
+        "\x1b[31mred",
+        "é" * 200,
+        "",
+    ],
+)
+def test_a_hostile_delivery_id_becomes_one_harmless_file_name(hostile: str) -> None:
+    name = safe_file_name(hostile)
+    assert name and re.fullmatch(r"[A-Za-z0-9._-]+", name) and not name.startswith(".")
+    assert name not in (".", "..") and len(name) <= MAX_NAME_CHARS + 11
+    # Two ids that differ only in what was replaced still get different names.
+    assert safe_file_name(hostile + "/") != name
+
+
+def test_a_plain_delivery_id_is_kept_as_it_is() -> None:
+    assert safe_file_name("dlv_01J9-x.y") == "dlv_01J9-x.y"
+
+
+def test_saved_bodies_stay_in_the_save_dir_whatever_the_id(tmp_path: Path) -> None:
+    save_dir = tmp_path / "saved"
+    save_dir.mkdir()
+    hostile = ["../escaped", "..\\escaped", "..", "/tmp/abs", ".profile"]
+    out = io.StringIO()
+    with Receiver() as receiver:
+        endpoint = receiver.endpoint("listen")
+        for index, delivery in enumerate(hostile, 1):
+            assert _post(endpoint.url, b"{}", delivery, index).status_code == 200
+        shown = listen(
+            endpoint,
+            out,
+            secret=Secret(SECRET),
+            count=len(hostile),
+            duration_s=TIMEOUT_S,
+            save_dir=save_dir,
+        )
+    assert shown == len(hostile)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["saved"]
+    saved = sorted(p.name for p in save_dir.iterdir())
+    assert len(saved) == len(hostile)
+    assert all(re.fullmatch(r"\d{4}-[A-Za-z0-9_-][A-Za-z0-9._-]*\.body", n) for n in saved)

@@ -18,6 +18,8 @@ Exit 0 when it stopped as asked, 1 when ``--count`` deliveries did not arrive in
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
 import sys
 import time
 from pathlib import Path
@@ -33,12 +35,16 @@ from conformance.webhooks import DeliveryDeduper, verify_webhook
 if TYPE_CHECKING:
     from conformance.observe.receiver import Endpoint, Reply
 
-__all__ = ["listen", "main", "register"]
+__all__ = ["listen", "main", "register", "safe_file_name"]
 
 #: The longest a listen may last, so that a forgotten one ends.
 MAX_DURATION_S = 24 * 3600.0
 #: How often the loop wakes to check its deadline while nothing arrives.
 POLL_S = 0.5
+#: What a saved body's file name keeps of a delivery id (the rest is replaced).
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
+#: The most characters of a delivery id kept in a file name.
+MAX_NAME_CHARS = 64
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -81,6 +87,20 @@ def _replies(statuses: str, delay: float) -> list[Reply]:
     from conformance.observe.receiver import Reply
 
     return [Reply(int(status), delay=delay) for status in statuses.split(",")]
+
+
+def safe_file_name(delivery_id: str) -> str:
+    """*delivery_id* (sent by whoever posts to the receiver) as one harmless file name part.
+
+    Keeps ``[A-Za-z0-9._-]``, at most :data:`MAX_NAME_CHARS` of it, never a leading dot;
+    when anything was replaced or cut, a short hash of the raw id follows, so that two
+    hostile ids cannot collide into one name.
+    """
+    kept = _UNSAFE_IN_NAME.sub("_", delivery_id)[:MAX_NAME_CHARS].lstrip(".")
+    if kept == delivery_id and kept:
+        return kept
+    digest = hashlib.sha256(delivery_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{kept or 'id'}-{digest}"
 
 
 def listen(
@@ -139,7 +159,8 @@ def listen(
                 flush=True,
             )
             if save_dir is not None:
-                (save_dir / f"{shown:04d}-{delivery_id}.body").write_bytes(delivery.raw_body)
+                name = f"{shown:04d}-{safe_file_name(delivery_id)}.body"
+                (save_dir / name).write_bytes(delivery.raw_body)
             if count is not None and shown >= count:
                 break
     return shown
