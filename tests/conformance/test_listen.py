@@ -61,6 +61,8 @@ def test_listen_prints_each_delivery_with_its_verdict(tmp_path: Path) -> None:
         tampered = body.replace(b"completed", b"failed")
         assert _post(endpoint.url, tampered, "dlv_2", 1, signed=body).status_code == 200
         thread.join(TIMEOUT_S)
+        # What was printed was handed over and forgotten: a long listen keeps no records.
+        assert endpoint.deliveries == []
     assert shown == [4]
     lines = out.getvalue().splitlines()
     assert len(lines) == 4

@@ -41,6 +41,8 @@ __all__ = ["listen", "main", "register", "safe_file_name"]
 MAX_DURATION_S = 24 * 3600.0
 #: How often the loop wakes to check its deadline while nothing arrives.
 POLL_S = 0.5
+#: The most delivery ids whose last attempt is remembered (for the gap between attempts).
+MAX_TRACKED_IDS = 10_000
 #: What a saved body's file name keeps of a delivery id (the rest is replaced).
 _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
 #: The most characters of a delivery id kept in a file name.
@@ -116,24 +118,23 @@ def listen(
 ) -> int:
     """Print *endpoint*'s deliveries as they arrive until *count* or *duration_s*; how many
     arrived."""
-    from conformance.observe.receiver import DeliveryTimeout
-
     deadline = time.monotonic() + duration_s
-    accepted = DeliveryDeduper()
+    accepted = DeliveryDeduper(MAX_TRACKED_IDS)
+    # Arrival of each delivery id's last attempt, for the gap; as bounded as the deduper.
     last_attempt: dict[str, float] = {}
     shown = 0
     while (count is None or shown < count) and (remaining := deadline - time.monotonic()) > 0:
-        try:
-            arrived = endpoint.wait_for(shown + 1, timeout=min(POLL_S, remaining))
-        except DeliveryTimeout:
-            continue
-        for delivery in arrived[shown:]:
+        # take(), not wait_for(): what was printed is forgotten, so a long listen keeps
+        # no record of every delivery.
+        for delivery in endpoint.take(timeout=min(POLL_S, remaining)):
             shown += 1
             wall = time.strftime("%H:%M:%S", time.localtime())
             delivery_id = delivery.header("Delivery") or "-"
-            previous = last_attempt.get(delivery_id)
+            previous = last_attempt.pop(delivery_id, None)
             gap = "" if previous is None else f" (+{delivery.arrived_at - previous:.2f}s)"
             last_attempt[delivery_id] = delivery.arrived_at
+            if len(last_attempt) > MAX_TRACKED_IDS:
+                del last_attempt[next(iter(last_attempt))]
             if secret is None:
                 verdict = "signature not verified (no secret)"
             else:
