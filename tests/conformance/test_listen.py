@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conformance.observe.receiver import Receiver
+from conformance.observe.receiver import Delivery, Receiver
 from conformance.observe.signatures import signature_digest
 from conformance.run.cli import main
 from conformance.run.commands.listen import MAX_NAME_CHARS, listen, safe_file_name
@@ -143,3 +143,39 @@ def test_saved_bodies_stay_in_the_save_dir_whatever_the_id(tmp_path: Path) -> No
     saved = sorted(p.name for p in save_dir.iterdir())
     assert len(saved) == len(hostile)
     assert all(re.fullmatch(r"\d{4}-[A-Za-z0-9_-][A-Za-z0-9._-]*\.body", n) for n in saved)
+
+
+class _Arrived:
+    """An endpoint whose deliveries are given (headers no HTTP client would send)."""
+
+    def __init__(self, deliveries: list[Delivery]) -> None:
+        self._deliveries = deliveries
+
+    def take(self, timeout: float = 0.0) -> list[Delivery]:
+        taken, self._deliveries = self._deliveries, []
+        return taken
+
+
+def test_control_characters_received_are_escaped_in_the_output() -> None:
+    forged = "dlv_1\r\n12:00:00 #2 POST event=generation.completed delivery=dlv_9"
+    headers = httpx.Headers(
+        {
+            "X-Service-Event": "generation.completed\x1b[2J\x1b]0;pwned\x07",
+            "X-Service-Delivery": forged,
+            "X-Service-Generation": "gen\x00\x85\u202eevil",
+            "X-Service-Attempt": "1\t\x7f",
+            "X-Service-Signature": "t=1\x1b[31m,v1=00",
+        },
+        encoding="utf-8",
+    )
+    delivery = Delivery(b"{}", headers, time.monotonic(), "/hooks/x", "POST")
+    for secret in (None, Secret(SECRET)):
+        out = io.StringIO()
+        shown = listen(_Arrived([delivery]), out, secret=secret, count=1, duration_s=TIMEOUT_S)
+        assert shown == 1
+        text = out.getvalue()
+        assert text.count("\n") == 1 and text.endswith("\n")
+        line = text[:-1]
+        assert all(c.isprintable() and c not in "\u202e" for c in line), line
+        assert "dlv_1\\x0d\\x0a12:00:00" in line and "\\x1b[2J" in line and "\\x00" in line
+        assert "\\u202e" in line and "\\x09\\x7f" in line

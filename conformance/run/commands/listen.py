@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from conformance.run.commands.common import printable
 from conformance.run.commands.verify_signature import add_secret_options, secret_of
 from conformance.secrets import Secret
 from conformance.target.profile import ReceiverProfile
@@ -151,14 +152,15 @@ def listen(
                     if result.valid
                     else f"signature INVALID: {result.reason}"
                 )
-            print(
+            line = (
                 f"{wall}{gap} #{shown} {delivery.method} event={delivery.header('Event') or '-'} "
                 f"delivery={delivery_id} generation={delivery.header('Generation') or '-'} "
                 f"attempt={delivery.header('Attempt') or '-'} {len(delivery.raw_body)} bytes "
-                f"-> replied {delivery.replied.status}; {verdict}",
-                file=out,
-                flush=True,
+                f"-> replied {delivery.replied.status}; {verdict}"
             )
+            # Every part but the counts came from the network (the reason may quote a
+            # header): escaped, a delivery cannot forge a line or a terminal escape.
+            print(printable(line), file=out, flush=True)
             if save_dir is not None:
                 name = f"{shown:04d}-{safe_file_name(delivery_id)}.body"
                 (save_dir / name).write_bytes(delivery.raw_body)
