@@ -138,5 +138,68 @@ def test_the_command_reads_the_secret_of_a_profile_key_role(
     assert main([*args, "--key-role", "primary"]) == 0
     assert capsys.readouterr().out.startswith("valid")
     assert main([*args, "--key-role", "foreign"]) == 2
-    assert "no signing_secret for key role 'foreign'" in capsys.readouterr().err
+    assert "--key-role foreign:" in capsys.readouterr().err
     assert main(["verify-signature", str(body), "--signature", signature, "--key-role", "x"]) == 2
+
+
+def _profile(tmp_path: Path, key_table: str) -> Path:
+    profile = tmp_path / "target.toml"
+    profile.write_text(
+        'name = "t"\nbase_url = "http://127.0.0.1:9"\nkey_prefix = "gk"\nadapter = "none"\n'
+        '[keys.primary]\nkey = "gk_bareKEY0123456789abcdef"\naccount = "primary"\n'
+        'scopes = ["images:generate"]\n' + key_table
+    )
+    return profile
+
+
+def _secret_problems(tmp_path: Path) -> list[tuple[list[str], dict[str, str], str]]:
+    """(secret options, environment, what the message names) for each unusable input."""
+    unreadable = tmp_path / "unreadable"
+    unreadable.mkdir()
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe\x00")
+    profile = _profile(tmp_path, "")
+    return [
+        (["--secret-file", str(tmp_path / "missing")], {}, "--secret-file"),
+        (["--secret-file", str(unreadable)], {}, "--secret-file"),
+        (["--secret-file", str(empty)], {}, "--secret-file"),
+        (["--secret-file", str(binary)], {}, "--secret-file"),
+        (["--profile", str(profile)], {}, "--key-role ROLE"),
+        (["--key-role", "primary"], {}, "--profile FILE"),
+        (["--profile", str(profile), "--key-role", "primary"], {}, "signing_secret"),
+        (["--profile", str(profile), "--key-role", "nope"], {}, "--key-role nope"),
+        (["--profile", str(tmp_path / "none.toml"), "--key-role", "primary"], {}, "--profile"),
+        (["--profile", str(binary), "--key-role", "primary"], {}, "--profile"),
+        ([], {"GENAPI_WEBHOOK_SECRET": ""}, "$GENAPI_WEBHOOK_SECRET is empty"),
+        ([], {"GENAPI_WEBHOOK_SECRET": "  "}, "$GENAPI_WEBHOOK_SECRET is empty"),
+        (["--secret-env", "UNSET_SECRET_VAR"], {}, "$UNSET_SECRET_VAR is not set"),
+    ]
+
+
+@pytest.mark.parametrize("command", ["verify-signature", "listen"])
+def test_unusable_secret_input_is_one_line_naming_the_option_and_exit_2(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    signature = _headers()["x-service-signature"]
+    head = (
+        ["verify-signature", str(body), "--signature", signature]
+        if command == "verify-signature"
+        else ["listen", "--duration", "1", "--count", "1"]
+    )
+    for options, env, named in _secret_problems(tmp_path):
+        monkeypatch.delenv("GENAPI_WEBHOOK_SECRET", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main([*head, *options]) == 2, options
+        captured = capsys.readouterr()
+        assert captured.out == "" and "Traceback" not in captured.err
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("genapi-conformance: "), lines
+        assert named in lines[0], (options, lines)

@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from conformance.run.commands.common import printable
-from conformance.run.commands.verify_signature import add_secret_options, secret_of
+from conformance.run.commands.verify_signature import (
+    DEFAULT_SECRET_ENV,
+    SecretInputError,
+    add_secret_options,
+    secret_of,
+)
 from conformance.secrets import Secret
 from conformance.target.profile import ReceiverProfile
 from conformance.target.wire import SECRET_KEYINGS, SecretKeying, WireProfile
@@ -181,8 +186,11 @@ def main(options: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"genapi-conformance: --statuses/--delay: {error}", file=sys.stderr)
         return EXIT_USAGE
-    secret = secret_of(options)
-    known = None if isinstance(secret, str) else secret
+    try:
+        secret = secret_of(options, required=False)
+    except SecretInputError as error:
+        print(f"genapi-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if options.save_dir is not None:
         options.save_dir.mkdir(parents=True, exist_ok=True)
     from conformance.observe.receiver import Receiver
@@ -197,13 +205,17 @@ def main(options: argparse.Namespace) -> int:
     try:
         endpoint = receiver.endpoint("listen").respond_with(replies)
         print(f"listening: {endpoint.url}", flush=True)
-        if known is None:
-            print(f"(no secret: {secret}; signatures are not verified)", flush=True)
+        if secret is None:
+            print(
+                f"(no secret: ${DEFAULT_SECRET_ENV} is not set and no --secret-file or "
+                "--key-role given; signatures are not verified)",
+                flush=True,
+            )
         try:
             shown = listen(
                 endpoint,
                 sys.stdout,
-                secret=known,
+                secret=secret,
                 brand=options.brand,
                 keying=options.keying,
                 count=options.count,
