@@ -36,7 +36,7 @@ from conformance.run.commands.verify_signature import (
 from conformance.secrets import Secret
 from conformance.target.profile import ReceiverProfile
 from conformance.target.wire import SECRET_KEYINGS, SecretKeying, WireProfile
-from conformance.webhooks import DeliveryDeduper, verify_webhook
+from conformance.webhooks import DeliveryDeduper, delivery_id_of, verify_webhook
 
 if TYPE_CHECKING:
     from conformance.observe.receiver import Endpoint, Reply
@@ -135,7 +135,7 @@ def listen(
         for delivery in endpoint.take(timeout=min(POLL_S, remaining)):
             shown += 1
             wall = time.strftime("%H:%M:%S", time.localtime())
-            delivery_id = delivery.header("Delivery") or "-"
+            delivery_id = delivery_id_of(delivery.headers, brand=brand) or "-"
             previous = last_attempt.pop(delivery_id, None)
             gap = "" if previous is None else f" (+{delivery.arrived_at - previous:.2f}s)"
             last_attempt[delivery_id] = delivery.arrived_at
@@ -157,6 +157,8 @@ def listen(
                     if result.valid
                     else f"signature INVALID: {result.reason}"
                 )
+                if result.valid and result.warnings:
+                    verdict += f" (warning: {'; '.join(result.warnings)})"
             line = (
                 f"{wall}{gap} #{shown} {delivery.method} event={delivery.header('Event') or '-'} "
                 f"delivery={delivery_id} generation={delivery.header('Generation') or '-'} "

@@ -199,6 +199,7 @@ def main(options: argparse.Namespace) -> int:
         detail.append(f"delivery {result.delivery_id}")
     if result.age_s is not None:
         detail.append(f"t is {result.age_s:.0f} s old")
+    detail += [f"warning: {warning}" for warning in result.warnings if result.valid]
     if result.valid:
         print(f"valid ({', '.join(detail)})")
         return EXIT_OK
