@@ -40,6 +40,7 @@ __all__ = [
     "judge_baseline",
     "load_baseline",
     "record_baseline",
+    "run_results",
     "run_verdicts",
 ]
 
@@ -153,29 +154,46 @@ def record_baseline(results_path: Path, outcome: BaselineOutcome) -> None:
     results_path.write_text(text, encoding="utf-8")
 
 
-def run_verdicts(run: Path) -> dict[str, str]:
-    """Requirement id → verdict of a finished run: its folder or its ``results.json``."""
+def run_results(run: Path) -> dict[str, tuple[str, str | None]]:
+    """Requirement id → (verdict, reason) of a finished run: its folder or its
+    ``results.json``."""
     path = run / "results.json" if run.is_dir() else run
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        return {entry["id"]: entry["verdict"] for entry in document["requirements"]}
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        return {
+            entry["id"]: (entry["verdict"], entry.get("reason") or None)
+            for entry in document["requirements"]
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         raise BaselineError(f"{path}: not a run's results.json ({error})") from error
+
+
+def run_verdicts(run: Path) -> dict[str, str]:
+    """Requirement id → verdict of a finished run: its folder or its ``results.json``."""
+    return {i: verdict for i, (verdict, _) in run_results(run).items()}
 
 
 @dataclass(frozen=True)
 class VerdictChange:
-    """One requirement whose verdict differs; None where a run did not have it."""
+    """One requirement whose verdict differs; None where a run did not have it.
+    ``reason``: the later run's reason for its verdict, when it gives one."""
 
     id: str
     before: str | None
     after: str | None
+    reason: str | None = None
 
 
-def changed_verdicts(before: Mapping[str, str], after: Mapping[str, str]) -> list[VerdictChange]:
+def changed_verdicts(
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    reasons: Mapping[str, str | None] | None = None,
+) -> list[VerdictChange]:
     """The requirements whose verdict differs between two runs, in *before*'s order and
-    then *after*'s new ids."""
+    then *after*'s new ids; each with its reason in *after* (*reasons*, by id)."""
     ids: Iterable[str] = [*before, *(i for i in after if i not in before)]
     return [
-        VerdictChange(i, before.get(i), after.get(i)) for i in ids if before.get(i) != after.get(i)
+        VerdictChange(i, before.get(i), after.get(i), (reasons or {}).get(i))
+        for i in ids
+        if before.get(i) != after.get(i)
     ]

@@ -98,9 +98,11 @@ def test_changed_verdicts_lists_changes_and_absences() -> None:
     ]
 
 
-def _results(path: Path, verdicts: dict[str, str]) -> Path:
+def _results(path: Path, verdicts: dict[str, str], reasons: dict[str, str] | None = None) -> Path:
     path.mkdir()
-    entries = [{"id": i, "verdict": v} for i, v in verdicts.items()]
+    entries = [
+        {"id": i, "verdict": v, "reason": (reasons or {}).get(i)} for i, v in verdicts.items()
+    ]
     (path / "results.json").write_text(json.dumps({"requirements": entries}))
     return path
 
@@ -114,6 +116,28 @@ def test_diff_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["diff", str(a), str(a / "results.json"), "--json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out) == []
     assert main(["diff", str(a), str(tmp_path / "missing")]) == 2
+
+
+def test_diff_shows_both_verdicts_and_the_new_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _results(
+        tmp_path / "a", {"AUTH-KEY-01": "pass", "AUTH-KEY-03": "fail"}, {"AUTH-KEY-03": "x"}
+    )
+    reason = "expected 401 for a missing key, got 200\n\x1b[2Jforged"
+    b = _results(
+        tmp_path / "b", {"AUTH-KEY-01": "fail", "AUTH-KEY-03": "pass"}, {"AUTH-KEY-01": reason}
+    )
+    assert main(["diff", str(a), str(b)]) == EXIT_FAILED
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["AUTH-KEY-01", "pass", "->", "fail", "MUST"]
+    assert lines[1] == "    now: expected 401 for a missing key, got 200\\x0a\\x1b[2Jforged"
+    assert lines[2].split() == ["AUTH-KEY-03", "fail", "->", "pass", "INTERPRETATION"]
+    assert lines[3] == "2 requirements changed verdict"
+    assert main(["diff", str(a), str(b), "--json"]) == EXIT_FAILED
+    changes = json.loads(capsys.readouterr().out)
+    assert changes[0] == {"id": "AUTH-KEY-01", "before": "pass", "after": "fail", "reason": reason}
+    assert changes[1]["reason"] is None
 
 
 def test_a_run_against_its_baseline(tmp_path: Path) -> None:
