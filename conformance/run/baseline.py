@@ -13,8 +13,10 @@ Judged against a run's verdicts (:func:`judge_baseline`): a failure the baseline
 *known* and does not fail the run; a failure it does not list is *new* and does; an entry
 whose requirement now passes is *stale* and fails the run too, so that the list is pruned
 as fixes land and cannot rot. An entry whose requirement was not judged this time
-(skipped, untested, outside the selection) is neither: it stays. With ``--strict`` a
-warning is a failure, so a baseline may list interpretations too.
+(skipped, untested, outside the selection) is neither: it stays. An entry excuses only
+its own requirement's failure: never another requirement's, never a harness error (a
+listed requirement whose checks also errored is not known; :func:`judge_run`). With
+``--strict`` a warning is a failure, so a baseline may list interpretations too.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 import yaml
 
 from conformance.catalog import Catalog
+from conformance.verdicts import Outcome, RunVerdicts
 
 __all__ = [
     "Baseline",
@@ -38,6 +41,7 @@ __all__ = [
     "VerdictChange",
     "changed_verdicts",
     "judge_baseline",
+    "judge_run",
     "load_baseline",
     "record_baseline",
     "run_results",
@@ -96,17 +100,29 @@ def load_baseline(path: Path, catalog: Catalog) -> Baseline:
 
 @dataclass(frozen=True)
 class BaselineOutcome:
-    """A run's failures sorted against a baseline (ids in catalog order)."""
+    """A run's failures sorted against a baseline (ids in catalog order).
+
+    ``errored``: listed requirements that failed and whose checks also hit a harness
+    error; a failure hides the error in the requirement's verdict (fail is worse than
+    error), so the entry must not excuse it: they count as not known.
+    """
 
     baseline: Baseline
     known: tuple[str, ...]
     new: tuple[str, ...]
     stale: tuple[str, ...]
+    errored: tuple[str, ...] = ()
+
+    @property
+    def excuses_failures(self) -> bool:
+        """Every failure of the run is a listed one, and none hides a harness error."""
+        return not self.new and not self.errored
 
     @property
     def accepted(self) -> bool:
-        """No failure outside the baseline and no entry gone stale."""
-        return not self.new and not self.stale
+        """No failure outside the baseline, no harness error behind a listed one and no
+        entry gone stale."""
+        return self.excuses_failures and not self.stale
 
     def lines(self) -> list[str]:
         """The summary's words for it."""
@@ -117,6 +133,9 @@ class BaselineOutcome:
         ]
         lines += [f"  new failure (not in the baseline): {i}" for i in self.new]
         lines += [
+            f"  harness error behind a listed failure (never excused): {i}" for i in self.errored
+        ]
+        lines += [
             f"  stale entry (now passes, remove it from the baseline): {i}" for i in self.stale
         ]
         lines += [f"  known failure: {i} ({self.baseline.known[i]})" for i in self.known]
@@ -124,16 +143,39 @@ class BaselineOutcome:
 
 
 def judge_baseline(
-    baseline: Baseline, verdicts: Mapping[str, str], *, strict: bool = False
+    baseline: Baseline,
+    verdicts: Mapping[str, str],
+    *,
+    strict: bool = False,
+    errored: Iterable[str] = (),
 ) -> BaselineOutcome:
-    """Sort *verdicts* (requirement id → verdict value) against *baseline*."""
+    """Sort *verdicts* (requirement id → verdict value) against *baseline*: only a failing
+    requirement that the baseline names is known. *errored*: requirements one of whose
+    checks hit a harness error; a listed one is never known."""
     failing = {"fail", "warn"} if strict else {"fail"}
     failed = [i for i, verdict in verdicts.items() if verdict in failing]
+    broken = set(errored)
+    listed = [i for i in failed if i in baseline.known]
     return BaselineOutcome(
         baseline,
-        known=tuple(i for i in failed if i in baseline.known),
+        known=tuple(i for i in listed if i not in broken),
         new=tuple(i for i in failed if i not in baseline.known),
         stale=tuple(i for i in verdicts if i in baseline.known and verdicts[i] == "pass"),
+        errored=tuple(i for i in listed if i in broken),
+    )
+
+
+def judge_run(baseline: Baseline, run: RunVerdicts, *, strict: bool = False) -> BaselineOutcome:
+    """:func:`judge_baseline` on a finished run's verdicts and its checks' harness errors."""
+    return judge_baseline(
+        baseline,
+        {rv.requirement.id: rv.verdict.value for rv in run.requirements},
+        strict=strict,
+        errored=[
+            rv.requirement.id
+            for rv in run.requirements
+            if any(check.outcome is Outcome.ERROR for check in rv.checks)
+        ],
     )
 
 
@@ -149,6 +191,7 @@ def record_baseline(results_path: Path, outcome: BaselineOutcome) -> None:
         "known": list(outcome.known),
         "new": list(outcome.new),
         "stale": list(outcome.stale),
+        "errored": list(outcome.errored),
     }
     text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     results_path.write_text(text, encoding="utf-8")

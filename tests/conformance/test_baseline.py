@@ -14,9 +14,11 @@ from conformance.run.baseline import (
     BaselineError,
     changed_verdicts,
     judge_baseline,
+    judge_run,
     load_baseline,
 )
 from conformance.run.cli import EXIT_FAILED, EXIT_HARNESS, EXIT_OK, exit_code, main
+from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge
 
 TOML = """
 [[known]]
@@ -85,6 +87,48 @@ def test_exit_code_with_a_baseline() -> None:
     assert exit_code(0, {"pass": 1}, baseline=stale) == EXIT_FAILED
     assert exit_code(1, {"fail": 1, "error": 1}, baseline=known) == EXIT_HARNESS
     assert "  stale entry (now passes, remove it from the baseline): B-X-01" in stale.lines()
+
+
+def _run(*checks: tuple[str, Outcome, tuple[str, ...]]) -> RunVerdicts:
+    """Verdicts judged from checks: (node id, outcome, cited ids)."""
+    catalog = load_catalog()
+    results = [CheckResult(nodeid, ids, outcome, 0.1) for nodeid, outcome, ids in checks]
+    cited = {i for _, _, ids in checks for i in ids}
+    return judge([r for r in catalog if r.id in cited], results)
+
+
+def test_a_baseline_never_excuses_a_harness_error_behind_a_listed_failure() -> None:
+    run = _run(
+        ("a.py::test_fails", Outcome.FAILED, ("AUTH-KEY-01",)),
+        ("b.py::test_breaks", Outcome.ERROR, ("AUTH-KEY-01",)),
+    )
+    # The failure hides the error in the requirement's verdict...
+    assert {rv.requirement.id: rv.verdict.value for rv in run.requirements} == {
+        "AUTH-KEY-01": "fail"
+    }
+    counts = {v.value: n for v, n in run.counts().items()}
+    outcome = judge_run(_baseline("AUTH-KEY-01"), run)
+    # ...so the entry does not make it known, and the run is not accepted.
+    assert outcome.known == () and outcome.errored == ("AUTH-KEY-01",)
+    assert not outcome.accepted and not outcome.excuses_failures
+    assert exit_code(1, counts, baseline=outcome) == EXIT_FAILED
+    assert any("harness error behind a listed failure" in line for line in outcome.lines())
+    clean = judge_run(_baseline("AUTH-KEY-01"), _run(("a.py::t", Outcome.FAILED, ("AUTH-KEY-01",))))
+    assert clean.known == ("AUTH-KEY-01",) and clean.accepted
+    assert exit_code(1, counts, baseline=clean) == EXIT_OK
+
+
+def test_a_baseline_entry_excuses_only_its_own_requirement() -> None:
+    verdicts = {"AUTH-KEY-01": "fail", "AUTH-KEY-03": "fail", "AUTH-KEY-04": "error"}
+    outcome = judge_baseline(_baseline("AUTH-KEY-01", "AUTH-KEY-04"), verdicts)
+    assert outcome.known == ("AUTH-KEY-01",) and outcome.new == ("AUTH-KEY-03",)
+    assert exit_code(1, {"fail": 2, "error": 1}, baseline=outcome) == EXIT_FAILED
+    # A listed requirement whose verdict is a harness error is not a known failure.
+    alone = judge_baseline(_baseline("AUTH-KEY-04"), {"AUTH-KEY-04": "error"})
+    assert alone.known == () and alone.accepted
+    assert exit_code(1, {"error": 1}, baseline=alone) == EXIT_HARNESS
+    # The id must match exactly: an entry is not a pattern or a prefix.
+    assert judge_baseline(_baseline("AUTH-KEY-0"), {"AUTH-KEY-01": "fail"}).new == ("AUTH-KEY-01",)
 
 
 def test_changed_verdicts_lists_changes_and_absences() -> None:
