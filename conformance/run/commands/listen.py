@@ -23,19 +23,20 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from conformance.run.commands.common import printable
+from conformance.run.commands import EXIT_FAILED, EXIT_OK
+from conformance.run.commands.common import fail, printable, subcommand
 from conformance.run.commands.verify_signature import (
     DEFAULT_SECRET_ENV,
     SecretInputError,
     add_secret_options,
+    add_wire_options,
     secret_of,
 )
 from conformance.secrets import Secret
 from conformance.target.profile import ReceiverProfile
-from conformance.target.wire import SECRET_KEYINGS, SecretKeying, WireProfile
+from conformance.target.wire import SecretKeying, WireProfile
 from conformance.webhooks import DeliveryDeduper, delivery_id_of, verify_webhook
 
 if TYPE_CHECKING:
@@ -55,13 +56,7 @@ _UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9._-]")
 MAX_NAME_CHARS = 64
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "listen",
-        help="a standalone webhook receiver that prints each delivery live",
-        description="Receive webhook deliveries, print each with its signature verdict, "
-        "reply as scripted. Exit 0 when done, 1 when --count did not arrive in time.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default loopback)")
     parser.add_argument("--port", type=int, default=0, help="listen port (default: a free one)")
     parser.add_argument(
@@ -83,9 +78,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--save-dir", type=Path, metavar="DIR", help="save each raw body here")
     add_secret_options(parser, required=False)
-    parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
-    parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
-    parser.set_defaults(handler=main)
+    add_wire_options(parser)
 
 
 def _replies(statuses: str, delay: float) -> list[Reply]:
@@ -178,21 +171,17 @@ def listen(
 
 def main(options: argparse.Namespace) -> int:
     if not 0 < options.duration <= MAX_DURATION_S:
-        print(f"genapi-conformance: --duration must be in (0, {MAX_DURATION_S:g}]", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"--duration must be in (0, {MAX_DURATION_S:g}]")
     if options.count is not None and options.count < 1:
-        print("genapi-conformance: --count must be 1 or more", file=sys.stderr)
-        return EXIT_USAGE
+        return fail("--count must be 1 or more")
     try:
         replies = _replies(options.statuses, options.delay)
     except ValueError as error:
-        print(f"genapi-conformance: --statuses/--delay: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"--statuses/--delay: {error}")
     try:
         secret = secret_of(options, required=False)
     except SecretInputError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(error)
     if options.save_dir is not None:
         options.save_dir.mkdir(parents=True, exist_ok=True)
     from conformance.observe.receiver import Receiver
@@ -202,8 +191,7 @@ def main(options: argparse.Namespace) -> int:
         wire = WireProfile(header_brand=options.brand, secret_keying=options.keying)
         receiver = Receiver(config, wire).start()
     except OSError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(error)
     try:
         endpoint = receiver.endpoint("listen").respond_with(replies)
         print(f"listening: {endpoint.url}", flush=True)
@@ -230,3 +218,13 @@ def main(options: argparse.Namespace) -> int:
         receiver.stop()
     print(f"{shown} deliveries received", flush=True)
     return EXIT_FAILED if options.count is not None and shown < options.count else EXIT_OK
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "a standalone webhook receiver that prints each delivery live"
+DESCRIPTION = (
+    "Receive webhook deliveries, print each with its signature verdict, "
+    "reply as scripted. Exit 0 when done, 1 when --count did not arrive in time."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("listen", HELP, DESCRIPTION, _arguments, main)

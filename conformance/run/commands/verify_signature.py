@@ -13,26 +13,27 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_FAILED, EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 from conformance.secrets import Secret
 from conformance.target.profile import ProfileError, load_profile
 from conformance.target.wire import SECRET_KEYINGS, WireProfile
 from conformance.webhooks import verify_webhook
 
-__all__ = ["SecretInputError", "add_secret_options", "main", "register", "secret_of"]
+__all__ = [
+    "SecretInputError",
+    "add_secret_options",
+    "add_wire_options",
+    "main",
+    "register",
+    "secret_of",
+]
 
 DEFAULT_SECRET_ENV = "GENAPI_WEBHOOK_SECRET"  # noqa: S105 (a variable's name)
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "verify-signature",
-        help="check a webhook delivery's signature (valid, or why not)",
-        description="Verify X-<brand>-Signature over the raw body with the webhook secret. "
-        "Exit 0 valid, 1 invalid, 2 usage error.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("body", type=Path, help="the raw request body ('-' reads stdin)")
     parser.add_argument(
         "--header",
@@ -43,8 +44,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--signature", metavar="VALUE", help="the signature header's value")
     add_secret_options(parser)
-    parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
-    parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
+    add_wire_options(parser)
     parser.add_argument(
         "--tolerance",
         type=float,
@@ -53,7 +53,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "off by default, as a saved delivery is checked later)",
     )
     parser.add_argument("--now", type=float, metavar="UNIX", help="judge t against this time")
-    parser.set_defaults(handler=main)
 
 
 def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -75,6 +74,13 @@ def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True
     parser.add_argument(
         "--profile", type=Path, metavar="FILE", help="target profile, for --key-role"
     )
+
+
+def add_wire_options(parser: argparse.ArgumentParser) -> None:
+    """``--brand`` and ``--keying``: the deployment's header brand word and secret keying
+    (the profile's ``[wire]``)."""
+    parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
+    parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
 
 
 class SecretInputError(ValueError):
@@ -172,19 +178,16 @@ def _headers(options: argparse.Namespace) -> dict[str, str] | str:
 def main(options: argparse.Namespace) -> int:
     headers = _headers(options)
     if isinstance(headers, str):
-        print(f"genapi-conformance: {headers}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(headers)
     try:
         secret = secret_of(options)
     except SecretInputError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(error)
     assert secret is not None  # required: never None
     try:
         body = sys.stdin.buffer.read() if str(options.body) == "-" else options.body.read_bytes()
     except OSError as error:
-        print(f"genapi-conformance: cannot read {options.body}: {error.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"cannot read {options.body}: {error.strerror}")
     result = verify_webhook(
         body,
         headers,
@@ -205,3 +208,13 @@ def main(options: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"invalid: {result.reason} ({', '.join(detail)})")
     return EXIT_FAILED
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "check a webhook delivery's signature (valid, or why not)"
+DESCRIPTION = (
+    "Verify X-<brand>-Signature over the raw body with the webhook secret. "
+    "Exit 0 valid, 1 invalid, 2 usage error."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("verify-signature", HELP, DESCRIPTION, _arguments, main)
