@@ -86,8 +86,10 @@ def test_listen_without_deliveries_ends_at_its_duration(
     assert "signatures are not verified" in out and "0 deliveries received" in out
 
 
-def test_listen_refuses_bad_scripts() -> None:
+def test_listen_refuses_bad_scripts(tmp_path: Path) -> None:
     assert main(["listen", "--statuses", "200,abc", "--duration", "1"]) == 2
+    (tmp_path / "file").write_text("")
+    assert main(["listen", "--save-dir", str(tmp_path / "file"), "--duration", "1"]) == 2
     assert main(["listen", "--delay", "1000", "--duration", "1"]) == 2
     assert main(["listen", "--duration", "0"]) == 2
 

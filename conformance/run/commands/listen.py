@@ -183,7 +183,10 @@ def main(options: argparse.Namespace) -> int:
     except SecretInputError as error:
         return fail(error)
     if options.save_dir is not None:
-        options.save_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            options.save_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return fail(f"--save-dir {options.save_dir}: {error.strerror}; give a folder")
     from conformance.observe.receiver import Receiver
 
     config = ReceiverProfile(listen_host=options.host, listen_port=options.port)
