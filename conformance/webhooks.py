@@ -20,12 +20,16 @@ the HMAC-SHA256, keyed with the webhook secret, of the timestamp, a dot and the 
 body, compared in constant time (spec §6 Signature 1-3). When it is not, the reason names
 the likely cause where one reproduces the digest: the other secret keying, the secret
 without its prefix, a re-serialised JSON body, a body signed without the timestamp, or
-(with ``others``) another secret; a t in milliseconds is pointed out too.
+(with ``others``) another secret. A missing header is named (and another brand's
+signature header, when one came), a stale or future t by how far it is beyond the
+tolerance; a t that looks like milliseconds is a warning (``result.warnings``) even in a
+valid delivery.
 
 The spec leaves the timestamp tolerance window open (§6 Signature 4): *tolerance_s* is
 the receiver's own policy against replays (default 300 s, the common choice); pass None
 to skip it, as when re-checking a saved delivery. Deliveries are at-least-once and
-receivers dedupe on the delivery id (§6 Behaviour): *seen* does that.
+receivers dedupe on the delivery id (§6 Behaviour): *seen* does that;
+:func:`delivery_id_of` reads the id from the headers (under the deployment's brand word).
 """
 
 from __future__ import annotations
@@ -40,7 +44,13 @@ from conformance.observe.signatures import verify_signature
 from conformance.secrets import Secret
 from conformance.target.wire import SecretKeying, WireProfile
 
-__all__ = ["DEFAULT_TOLERANCE_S", "DeliveryDeduper", "WebhookCheck", "verify_webhook"]
+__all__ = [
+    "DEFAULT_TOLERANCE_S",
+    "DeliveryDeduper",
+    "WebhookCheck",
+    "delivery_id_of",
+    "verify_webhook",
+]
 
 #: The receiver's default replay window: the spec states none, 5 minutes is common.
 DEFAULT_TOLERANCE_S = 300.0
@@ -53,8 +63,11 @@ class WebhookCheck:
     """What :func:`verify_webhook` found.
 
     ``valid``: the signature verifies and the timestamp is within the tolerance.
-    ``reason``: why not (None when valid). ``duplicate``: the delivery id was seen before
-    by the :class:`DeliveryDeduper` passed (a valid duplicate is still valid).
+    ``reason``: why not (None when valid): the header missing, its format, the timestamp
+    outside the tolerance and by how much, or the mismatch with its likely cause.
+    ``warnings``: what is suspect even in a valid delivery (a t in milliseconds).
+    ``duplicate``: the delivery id was seen before by the :class:`DeliveryDeduper`
+    passed (a valid duplicate is still valid).
     """
 
     valid: bool
@@ -63,6 +76,19 @@ class WebhookCheck:
     age_s: float | None = None
     delivery_id: str | None = None
     duplicate: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    wanted = name.lower()
+    return next((value for key, value in headers.items() if key.lower() == wanted), None)
+
+
+def delivery_id_of(headers: Mapping[str, str], *, brand: str = "Service") -> str | None:
+    """The delivery id of ``X-<brand>-Delivery`` in *headers* (names in any case), or None
+    when it is absent or blank."""
+    value = _header(headers, WireProfile(header_brand=brand).header("Delivery"))
+    return (value.strip() or None) if value is not None else None
 
 
 class DeliveryDeduper:
@@ -88,15 +114,16 @@ class DeliveryDeduper:
             self._seen.popitem(last=False)
         return False
 
+    def seen_delivery(self, headers: Mapping[str, str], *, brand: str = "Service") -> bool:
+        """Whether the delivery with *headers* was seen (by :func:`delivery_id_of`); notes
+        it. A delivery without an id is never taken for a duplicate."""
+        delivery_id = delivery_id_of(headers, brand=brand)
+        return delivery_id is not None and self.seen_before(delivery_id)
 
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    wanted = name.lower()
-    return next((value for key, value in headers.items() if key.lower() == wanted), None)
 
-
-def _delivery_id(headers: Mapping[str, str], wire: WireProfile, raw_body: bytes) -> str | None:
+def _delivery_id(headers: Mapping[str, str], brand: str, raw_body: bytes) -> str | None:
     """The delivery id: its header, else the body's ``id`` (spec §6: the same value)."""
-    found = _header(headers, wire.header("Delivery"))
+    found = delivery_id_of(headers, brand=brand)
     if found:
         return found
     try:
@@ -105,6 +132,31 @@ def _delivery_id(headers: Mapping[str, str], wire: WireProfile, raw_body: bytes)
         return None
     value = body.get("id") if isinstance(body, dict) else None
     return value if isinstance(value, str) else None
+
+
+def _missing_header(headers: Mapping[str, str], wire: WireProfile) -> str:
+    """Why the signature header is missing: another brand's, when one was sent."""
+    wanted = wire.header("Signature")
+    reason = f"missing header: the delivery has no {wanted} header"
+    for name in headers:
+        lowered = name.lower()
+        if lowered.startswith("x-") and lowered.endswith("-signature") and len(name) > 12:
+            brand = name[2:-10]
+            return f"{reason}; it has {name}: pass brand={brand!r} (the deployment's header brand)"
+    return reason
+
+
+def _outside_tolerance(age: float, tolerance_s: float) -> str:
+    beyond = abs(age) - tolerance_s
+    if age > 0:
+        return (
+            f"stale timestamp: t is {age:.0f} s old, {beyond:.0f} s beyond the "
+            f"{tolerance_s:g} s tolerance (a replay, or a delivery checked late)"
+        )
+    return (
+        f"timestamp in the future: t is {-age:.0f} s ahead, {beyond:.0f} s beyond the "
+        f"{tolerance_s:g} s tolerance (the sender's or this clock is off)"
+    )
 
 
 def verify_webhook(
@@ -129,25 +181,26 @@ def verify_webhook(
     *others*: other secrets by label, only to name the cause of a mismatch.
     """
     wire = WireProfile(header_brand=brand, secret_keying=keying)
-    verification = verify_signature(
-        _header(headers, wire.header("Signature")), raw_body, secret, wire=wire, others=others
-    )
+    delivery_id = _delivery_id(headers, brand, raw_body)
+    header = _header(headers, wire.header("Signature"))
+    if header is None:
+        return WebhookCheck(False, _missing_header(headers, wire), delivery_id=delivery_id)
+    verification = verify_signature(header, raw_body, secret, wire=wire, others=others)
     parsed = verification.parsed
     timestamp = None if parsed is None else parsed.timestamp
-    milliseconds = timestamp is not None and timestamp >= _MILLISECONDS_FROM
-    delivery_id = _delivery_id(headers, wire, raw_body)
+    warnings: tuple[str, ...] = ()
+    if timestamp is not None and timestamp >= _MILLISECONDS_FROM:
+        warnings = (f"t={timestamp} looks like milliseconds; the spec's t is unix seconds",)
     # Judged as the spec's unix seconds, as any receiver would: a t in milliseconds lands
-    # far in the future, and the reason says why.
+    # far in the future, and the warning says why.
     age = None if timestamp is None else (time.time() if now is None else now) - timestamp
-    hint = f"; t={timestamp} looks like milliseconds, the spec's t is unix seconds"
+    reason: str | None = None
     if not verification.ok:
-        reason = verification.message + (hint if milliseconds else "")
-        return WebhookCheck(False, reason, timestamp, age, delivery_id)
-    if tolerance_s is not None and age is not None and abs(age) > tolerance_s:
-        when = "old" if age > 0 else "in the future"
-        reason = f"stale timestamp: t is {abs(age):.0f} s {when}, beyond {tolerance_s:g} s"
-        return WebhookCheck(
-            False, reason + (hint if milliseconds else ""), timestamp, age, delivery_id
-        )
+        reason = verification.message
+    elif tolerance_s is not None and age is not None and abs(age) > tolerance_s:
+        reason = _outside_tolerance(age, tolerance_s)
+    if reason is not None:
+        reason = "; ".join((reason, *warnings))
+        return WebhookCheck(False, reason, timestamp, age, delivery_id, warnings=warnings)
     duplicate = seen is not None and delivery_id is not None and seen.seen_before(delivery_id)
-    return WebhookCheck(True, None, timestamp, age, delivery_id, duplicate)
+    return WebhookCheck(True, None, timestamp, age, delivery_id, duplicate, warnings)

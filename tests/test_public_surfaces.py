@@ -42,6 +42,9 @@ SURFACES = {
         "MAX_EXCHANGES SEVERITY CheckResult Coverage Outcome RequirementVerdict RunVerdicts "
         "Verdict aggregate check_judgement check_verdict judge trim_exchanges"
     ),
+    "conformance.webhooks": (
+        "DEFAULT_TOLERANCE_S DeliveryDeduper WebhookCheck delivery_id_of verify_webhook"
+    ),
     "reference.netguard": (
         "MAX_URL_LENGTH PINNED_ADDRESS_EXTENSION CallbackPolicy CallbackRejected "
         "Classification DnsServerResolver EgressRefused GuardedTransport HostNotResolved "

@@ -122,14 +122,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not cases:
         # No profile at collection (or no key for one half): one case that says so, citing
         # what the matrix would have checked, so the verdicts show a skip with the reason.
-        cited = {
-            "test_scoped_endpoint_with_key_lacking_scope_returns_403": ("SCOPE-DENY-01",),
-            "test_scoped_endpoint_with_key_holding_scope_is_served": (
-                "SCOPE-IMAGES-02",
-                "SCOPE-EDIT-02",
-                "SCOPE-VIDEO-02",
-            ),
-        }.get(metafunc.function.__name__, ())
+        # Every id the half may cite with keys, so that the index of checks
+        # (`requirements` without a profile) counts them as checked.
+        half = {
+            "test_scoped_endpoint_with_key_lacking_scope_returns_403": 0,
+            "test_scoped_endpoint_with_key_holding_scope_is_served": 1,
+        }.get(metafunc.function.__name__)
+        cited = () if half is None else tuple(sorted({i for p in _IDS.values() for i in p[half]}))
         reason = (
             "needs a profile at collection (--profile or GENAPI_PROFILE) with keys for the "
             "scope matrix: the primary key and one key per scope it lacks"

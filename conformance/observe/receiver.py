@@ -153,6 +153,7 @@ class Endpoint:
         self.created_at = time.monotonic()
         self._condition = threading.Condition()
         self._deliveries: list[Delivery] = []
+        self._taken = 0  # handed over by take(): the reply script counts them too
         self._script: list[Reply] = [Reply(200)]
         self.errors: list[str] = []
 
@@ -192,6 +193,19 @@ class Endpoint:
         """What arrived so far, in arrival order (a copy)."""
         with self._condition:
             return list(self._deliveries)
+
+    def take(self, timeout: float = 0.0) -> list[Delivery]:
+        """Hand over what arrived since the last take, and forget it (a long listener's
+        memory stays bounded); waits at most *timeout* s for something to arrive.
+
+        Counts in :meth:`wait_for` and :meth:`assert_quiet` start again after a take.
+        """
+        with self._condition:
+            if timeout > 0:
+                self._condition.wait_for(lambda: bool(self._deliveries), timeout)
+            taken, self._deliveries = self._deliveries, []
+            self._taken += len(taken)
+        return taken
 
     def _describe(self, deliveries: Sequence[Delivery]) -> str:
         if not deliveries:
@@ -246,7 +260,8 @@ class Endpoint:
 
     def _arrive(self, delivery_of: Callable[[Reply], Delivery]) -> Delivery:
         with self._condition:
-            reply = self._script[min(len(self._deliveries), len(self._script) - 1)]
+            received = self._taken + len(self._deliveries)
+            reply = self._script[min(received, len(self._script) - 1)]
             delivery = delivery_of(reply)
             self._deliveries.append(delivery)
             self._condition.notify_all()

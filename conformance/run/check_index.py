@@ -5,7 +5,8 @@ case's ``@pytest.mark.requirement`` marks are read: the same marks the plugin re
 run, so ids a case takes from a fixture file (the callback URL vectors) or builds from a
 table are seen too. A parametrized check counts once per function. Some cases depend on
 the profile (the scope matrix has one case per key the profile holds): collect with the
-profile to see them (without one, such a check cites only what it would check).
+profile to see them (without one, such a check's one skipped case cites every id it
+would check, so the ids count as checked here).
 
 (Restricted runs read the check modules' source instead, to import fewer of them:
 :mod:`conformance.run.plugin.preselect`; that reading over-approximates by module, fine

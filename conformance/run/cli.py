@@ -46,7 +46,7 @@ from conformance.run import allure_report
 from conformance.run.baseline import (
     BaselineError,
     BaselineOutcome,
-    judge_baseline,
+    judge_run,
     load_baseline,
     record_baseline,
 )
@@ -426,8 +426,7 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
     # Every other artifact was redacted by the plugin as pytest finished.
     baseline = None
     if options.baseline is not None and kept.verdicts is not None:
-        verdicts = {rv.requirement.id: rv.verdict.value for rv in kept.verdicts.requirements}
-        baseline = judge_baseline(options.baseline, verdicts, strict=options.strict)
+        baseline = judge_run(options.baseline, kept.verdicts, strict=options.strict)
         if (report_dir / JSON_NAME).is_file():
             record_baseline(report_dir / JSON_NAME, baseline)
     end = RunEnd(
@@ -468,7 +467,7 @@ def exit_code(
         pytest.ExitCode.INTERNAL_ERROR,
     ):
         return EXIT_HARNESS
-    known = baseline is not None and not baseline.new
+    known = baseline is not None and baseline.excuses_failures
     if counts.get("fail", 0) and not known:
         return EXIT_FAILED
     if counts.get("error", 0):

@@ -14,9 +14,11 @@ from conformance.run.baseline import (
     BaselineError,
     changed_verdicts,
     judge_baseline,
+    judge_run,
     load_baseline,
 )
 from conformance.run.cli import EXIT_FAILED, EXIT_HARNESS, EXIT_OK, exit_code, main
+from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge
 
 TOML = """
 [[known]]
@@ -87,6 +89,48 @@ def test_exit_code_with_a_baseline() -> None:
     assert "  stale entry (now passes, remove it from the baseline): B-X-01" in stale.lines()
 
 
+def _run(*checks: tuple[str, Outcome, tuple[str, ...]]) -> RunVerdicts:
+    """Verdicts judged from checks: (node id, outcome, cited ids)."""
+    catalog = load_catalog()
+    results = [CheckResult(nodeid, ids, outcome, 0.1) for nodeid, outcome, ids in checks]
+    cited = {i for _, _, ids in checks for i in ids}
+    return judge([r for r in catalog if r.id in cited], results)
+
+
+def test_a_baseline_never_excuses_a_harness_error_behind_a_listed_failure() -> None:
+    run = _run(
+        ("a.py::test_fails", Outcome.FAILED, ("AUTH-KEY-01",)),
+        ("b.py::test_breaks", Outcome.ERROR, ("AUTH-KEY-01",)),
+    )
+    # The failure hides the error in the requirement's verdict...
+    assert {rv.requirement.id: rv.verdict.value for rv in run.requirements} == {
+        "AUTH-KEY-01": "fail"
+    }
+    counts = {v.value: n for v, n in run.counts().items()}
+    outcome = judge_run(_baseline("AUTH-KEY-01"), run)
+    # ...so the entry does not make it known, and the run is not accepted.
+    assert outcome.known == () and outcome.errored == ("AUTH-KEY-01",)
+    assert not outcome.accepted and not outcome.excuses_failures
+    assert exit_code(1, counts, baseline=outcome) == EXIT_FAILED
+    assert any("harness error behind a listed failure" in line for line in outcome.lines())
+    clean = judge_run(_baseline("AUTH-KEY-01"), _run(("a.py::t", Outcome.FAILED, ("AUTH-KEY-01",))))
+    assert clean.known == ("AUTH-KEY-01",) and clean.accepted
+    assert exit_code(1, counts, baseline=clean) == EXIT_OK
+
+
+def test_a_baseline_entry_excuses_only_its_own_requirement() -> None:
+    verdicts = {"AUTH-KEY-01": "fail", "AUTH-KEY-03": "fail", "AUTH-KEY-04": "error"}
+    outcome = judge_baseline(_baseline("AUTH-KEY-01", "AUTH-KEY-04"), verdicts)
+    assert outcome.known == ("AUTH-KEY-01",) and outcome.new == ("AUTH-KEY-03",)
+    assert exit_code(1, {"fail": 2, "error": 1}, baseline=outcome) == EXIT_FAILED
+    # A listed requirement whose verdict is a harness error is not a known failure.
+    alone = judge_baseline(_baseline("AUTH-KEY-04"), {"AUTH-KEY-04": "error"})
+    assert alone.known == () and alone.accepted
+    assert exit_code(1, {"error": 1}, baseline=alone) == EXIT_HARNESS
+    # The id must match exactly: an entry is not a pattern or a prefix.
+    assert judge_baseline(_baseline("AUTH-KEY-0"), {"AUTH-KEY-01": "fail"}).new == ("AUTH-KEY-01",)
+
+
 def test_changed_verdicts_lists_changes_and_absences() -> None:
     before = {"A-X-01": "pass", "B-X-01": "fail", "C-X-01": "skip"}
     after = {"A-X-01": "fail", "B-X-01": "fail", "D-X-01": "pass"}
@@ -98,9 +142,11 @@ def test_changed_verdicts_lists_changes_and_absences() -> None:
     ]
 
 
-def _results(path: Path, verdicts: dict[str, str]) -> Path:
+def _results(path: Path, verdicts: dict[str, str], reasons: dict[str, str] | None = None) -> Path:
     path.mkdir()
-    entries = [{"id": i, "verdict": v} for i, v in verdicts.items()]
+    entries = [
+        {"id": i, "verdict": v, "reason": (reasons or {}).get(i)} for i, v in verdicts.items()
+    ]
     (path / "results.json").write_text(json.dumps({"requirements": entries}))
     return path
 
@@ -114,6 +160,28 @@ def test_diff_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["diff", str(a), str(a / "results.json"), "--json"]) == EXIT_OK
     assert json.loads(capsys.readouterr().out) == []
     assert main(["diff", str(a), str(tmp_path / "missing")]) == 2
+
+
+def test_diff_shows_both_verdicts_and_the_new_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = _results(
+        tmp_path / "a", {"AUTH-KEY-01": "pass", "AUTH-KEY-03": "fail"}, {"AUTH-KEY-03": "x"}
+    )
+    reason = "expected 401 for a missing key, got 200\n\x1b[2Jforged"
+    b = _results(
+        tmp_path / "b", {"AUTH-KEY-01": "fail", "AUTH-KEY-03": "pass"}, {"AUTH-KEY-01": reason}
+    )
+    assert main(["diff", str(a), str(b)]) == EXIT_FAILED
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["AUTH-KEY-01", "pass", "->", "fail", "MUST"]
+    assert lines[1] == "    now: expected 401 for a missing key, got 200\\x0a\\x1b[2Jforged"
+    assert lines[2].split() == ["AUTH-KEY-03", "fail", "->", "pass", "INTERPRETATION"]
+    assert lines[3] == "2 requirements changed verdict"
+    assert main(["diff", str(a), str(b), "--json"]) == EXIT_FAILED
+    changes = json.loads(capsys.readouterr().out)
+    assert changes[0] == {"id": "AUTH-KEY-01", "before": "pass", "after": "fail", "reason": reason}
+    assert changes[1]["reason"] is None
 
 
 def test_a_run_against_its_baseline(tmp_path: Path) -> None:

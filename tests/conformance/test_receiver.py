@@ -97,6 +97,21 @@ def test_scripted_statuses_are_used_in_turn_and_the_last_repeats(
     assert replied == [500, 503, 200, 200, 200]
 
 
+def test_take_hands_over_and_forgets_and_the_script_goes_on(
+    server: Receiver, http: httpx.Client
+) -> None:
+    endpoint = server.endpoint("take").respond_with_statuses([500, 503, 200])
+    assert endpoint.take() == []
+    assert [post(http, endpoint) for _ in range(2)] == [500, 503]
+    assert [d.replied.status for d in endpoint.take()] == [500, 503]
+    assert endpoint.deliveries == [] and endpoint.take() == []
+    # The third delivery gets the script's third reply although the first two were taken.
+    assert post(http, endpoint) == 200
+    taken = endpoint.take(timeout=5)
+    assert [d.replied.status for d in taken] == [200]
+    assert endpoint.take(timeout=0.01) == []
+
+
 def test_delay_holds_the_reply_without_blocking_other_endpoints(
     server: Receiver, http: httpx.Client
 ) -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conformance.catalog import load_catalog
+from conformance.checks.test_scope_matrix import _IDS as MATRIX_IDS
 from conformance.run.check_index import checks_by_requirement
 from conformance.run.cli import main
 from conformance.run.commands.requirements import faults_by_requirement, uncovered_musts
@@ -71,3 +72,17 @@ def test_the_index_sees_data_driven_ids(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["requirements", "URL-PRIV-01", "--json", "--no-faults"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["requirements"]
     assert entry["checks"]
+
+
+def test_without_a_profile_the_scope_matrix_ids_count_as_checked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The scope matrix builds its cases from the profile's keys; without a profile its
+    skipped case still cites every id the matrix checks."""
+    catalog = load_catalog()
+    index = checks_by_requirement()
+    matrix = {rid for rid, checks in index.items() if any("test_scope_matrix" in c for c in checks)}
+    assert {i for both in MATRIX_IDS.values() for half in both for i in half} <= matrix
+    assert uncovered_musts(catalog, index) == []
+    assert main(["requirements", "SCOPE-*", "--no-faults"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("without a check: 0")

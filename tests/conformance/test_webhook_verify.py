@@ -10,7 +10,7 @@ import pytest
 
 from conformance.observe.signatures import signature_digest
 from conformance.run.cli import main
-from conformance.webhooks import DeliveryDeduper, verify_webhook
+from conformance.webhooks import DeliveryDeduper, delivery_id_of, verify_webhook
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
 NOW = 1_760_000_000
@@ -69,6 +69,50 @@ def test_stale_and_millisecond_timestamps() -> None:
     assert verify_webhook(BODY, _headers(), SECRET, now=NOW + 301, tolerance_s=None).valid
     millis = verify_webhook(BODY, _headers(t=NOW * 1000), SECRET, now=NOW)
     assert not millis.valid and millis.reason and "milliseconds" in millis.reason
+
+
+def test_each_failure_reason_says_precisely_what_is_wrong() -> None:
+    headers = _headers()
+    missing = verify_webhook(BODY, {"X-Service-Delivery": "dlv_1"}, SECRET, now=NOW)
+    assert missing.reason == "missing header: the delivery has no X-Service-Signature header"
+    branded = verify_webhook(BODY, {"X-Acme-Signature": headers["x-service-signature"]}, SECRET)
+    assert branded.reason and "no X-Service-Signature" in branded.reason
+    assert "X-Acme-Signature: pass brand='Acme'" in branded.reason
+    text_t = verify_webhook(BODY, {"X-Service-Signature": "t=soon,v1=" + "0" * 64}, SECRET)
+    assert text_t.reason and "t is 'soon', expected a unix timestamp" in text_t.reason
+    stale = verify_webhook(BODY, headers, SECRET, now=NOW + 400)
+    assert stale.reason == (
+        "stale timestamp: t is 400 s old, 100 s beyond the 300 s tolerance "
+        "(a replay, or a delivery checked late)"
+    )
+    future = verify_webhook(BODY, headers, SECRET, now=NOW - 360, tolerance_s=60)
+    assert future.reason and future.reason.startswith(
+        "timestamp in the future: t is 360 s ahead, 300 s beyond the 60 s tolerance"
+    )
+    tampered = verify_webhook(BODY + b"\n", headers, SECRET, now=NOW)
+    assert tampered.reason and tampered.reason.startswith("the signature does not verify")
+
+
+def test_a_millisecond_t_is_a_warning_even_when_the_signature_is_valid() -> None:
+    millis = _headers(t=NOW * 1000)
+    valid = verify_webhook(BODY, millis, SECRET, now=NOW, tolerance_s=None)
+    assert valid.valid and valid.reason is None
+    assert valid.warnings == (
+        f"t={NOW * 1000} looks like milliseconds; the spec's t is unix seconds",
+    )
+    assert verify_webhook(BODY, _headers(), SECRET, now=NOW).warnings == ()
+
+
+def test_delivery_id_of_reads_the_branded_header_in_any_case() -> None:
+    assert delivery_id_of({"x-service-delivery": "dlv_1"}) == "dlv_1"
+    assert delivery_id_of({"X-Acme-Delivery": " dlv_2 "}, brand="Acme") == "dlv_2"
+    assert delivery_id_of({"X-Acme-Delivery": "dlv_2"}) is None
+    assert delivery_id_of({"X-Service-Delivery": " "}) is None
+    seen = DeliveryDeduper()
+    assert not seen.seen_delivery({"X-Acme-Delivery": "dlv_3"}, brand="Acme")
+    assert seen.seen_delivery({"x-acme-delivery": "dlv_3"}, brand="Acme")
+    # Without an id, a delivery is never taken for a duplicate.
+    assert not seen.seen_delivery({}) and not seen.seen_delivery({})
 
 
 def test_the_deduper_is_bounded() -> None:
@@ -138,5 +182,68 @@ def test_the_command_reads_the_secret_of_a_profile_key_role(
     assert main([*args, "--key-role", "primary"]) == 0
     assert capsys.readouterr().out.startswith("valid")
     assert main([*args, "--key-role", "foreign"]) == 2
-    assert "no signing_secret for key role 'foreign'" in capsys.readouterr().err
+    assert "--key-role foreign:" in capsys.readouterr().err
     assert main(["verify-signature", str(body), "--signature", signature, "--key-role", "x"]) == 2
+
+
+def _profile(tmp_path: Path, key_table: str) -> Path:
+    profile = tmp_path / "target.toml"
+    profile.write_text(
+        'name = "t"\nbase_url = "http://127.0.0.1:9"\nkey_prefix = "gk"\nadapter = "none"\n'
+        '[keys.primary]\nkey = "gk_bareKEY0123456789abcdef"\naccount = "primary"\n'
+        'scopes = ["images:generate"]\n' + key_table
+    )
+    return profile
+
+
+def _secret_problems(tmp_path: Path) -> list[tuple[list[str], dict[str, str], str]]:
+    """(secret options, environment, what the message names) for each unusable input."""
+    unreadable = tmp_path / "unreadable"
+    unreadable.mkdir()
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe\x00")
+    profile = _profile(tmp_path, "")
+    return [
+        (["--secret-file", str(tmp_path / "missing")], {}, "--secret-file"),
+        (["--secret-file", str(unreadable)], {}, "--secret-file"),
+        (["--secret-file", str(empty)], {}, "--secret-file"),
+        (["--secret-file", str(binary)], {}, "--secret-file"),
+        (["--profile", str(profile)], {}, "--key-role ROLE"),
+        (["--key-role", "primary"], {}, "--profile FILE"),
+        (["--profile", str(profile), "--key-role", "primary"], {}, "signing_secret"),
+        (["--profile", str(profile), "--key-role", "nope"], {}, "--key-role nope"),
+        (["--profile", str(tmp_path / "none.toml"), "--key-role", "primary"], {}, "--profile"),
+        (["--profile", str(binary), "--key-role", "primary"], {}, "--profile"),
+        ([], {"GENAPI_WEBHOOK_SECRET": ""}, "$GENAPI_WEBHOOK_SECRET is empty"),
+        ([], {"GENAPI_WEBHOOK_SECRET": "  "}, "$GENAPI_WEBHOOK_SECRET is empty"),
+        (["--secret-env", "UNSET_SECRET_VAR"], {}, "$UNSET_SECRET_VAR is not set"),
+    ]
+
+
+@pytest.mark.parametrize("command", ["verify-signature", "listen"])
+def test_unusable_secret_input_is_one_line_naming_the_option_and_exit_2(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body = tmp_path / "body.json"
+    body.write_bytes(BODY)
+    signature = _headers()["x-service-signature"]
+    head = (
+        ["verify-signature", str(body), "--signature", signature]
+        if command == "verify-signature"
+        else ["listen", "--duration", "1", "--count", "1"]
+    )
+    for options, env, named in _secret_problems(tmp_path):
+        monkeypatch.delenv("GENAPI_WEBHOOK_SECRET", raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        assert main([*head, *options]) == 2, options
+        captured = capsys.readouterr()
+        assert captured.out == "" and "Traceback" not in captured.err
+        lines = captured.err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("genapi-conformance: "), lines
+        assert named in lines[0], (options, lines)

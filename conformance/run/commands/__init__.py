@@ -2,7 +2,8 @@
 
 Each module exposes ``register(commands)``, which adds its subparser to the CLI's
 subparsers (and sets ``handler`` to its ``main``), and ``main(options) -> int``, which
-runs it with the parsed options and returns the exit code.
+runs it with the parsed options and returns the exit code. What they share (making
+``register``, the error line, escaping what came from the network) is in :mod:`.common`.
 """
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE"]

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-from typing import Any
 
 from conformance.attestation import AttestationError, load_private_key, sign, statement
-from conformance.run.commands import EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["ENVELOPE_NAME", "main", "register"]
 
@@ -21,13 +20,7 @@ __all__ = ["ENVELOPE_NAME", "main", "register"]
 ENVELOPE_NAME = "attestation.dsse.json"
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "attest",
-        help="sign a run's results (an in-toto Statement in a DSSE envelope)",
-        description="Sign the reports of a run folder with an Ed25519 key "
-        "(`genapi-conformance keygen` makes one).",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run's report folder")
     parser.add_argument(
         "--key", type=Path, required=True, metavar="KEY", help="Ed25519 private key (PEM)"
@@ -38,7 +31,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         help=f"where the envelope goes (default: RUN_DIR/{ENVELOPE_NAME})",
     )
-    parser.set_defaults(handler=main)
 
 
 def main(options: argparse.Namespace) -> int:
@@ -47,8 +39,16 @@ def main(options: argparse.Namespace) -> int:
     try:
         envelope = sign(statement(run_dir), load_private_key(options.key))
     except AttestationError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(error)
     out.write_text(json.dumps(envelope, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out} (keyid {envelope['signatures'][0]['keyid']})")
     return EXIT_OK
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "sign a run's results (an in-toto Statement in a DSSE envelope)"
+DESCRIPTION = (
+    "Sign the reports of a run folder with an Ed25519 key (`genapi-conformance keygen` makes one)."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("attest", HELP, DESCRIPTION, _arguments, main)

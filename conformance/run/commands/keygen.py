@@ -8,24 +8,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
 from conformance.attestation import generate_key, key_id
-from conformance.run.commands import EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["main", "register"]
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "keygen",
-        help="make an Ed25519 key pair to sign attestations with",
-        description="Write PREFIX.key (private, mode 0600) and PREFIX.pub (public).",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
@@ -34,7 +28,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="path prefix of the two files (default: genapi-attestation)",
     )
     parser.add_argument("--force", action="store_true", help="replace existing files")
-    parser.set_defaults(handler=main)
 
 
 def main(options: argparse.Namespace) -> int:
@@ -43,8 +36,7 @@ def main(options: argparse.Namespace) -> int:
     public_path = prefix.with_name(prefix.name + ".pub")
     taken = [str(p) for p in (private_path, public_path) if p.exists()]
     if taken and not options.force:
-        print(f"genapi-conformance: {', '.join(taken)} exists (or pass --force)", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"{', '.join(taken)} exists (or pass --force)")
     key = generate_key()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -64,3 +56,10 @@ def main(options: argparse.Namespace) -> int:
     print(f"wrote {private_path} (keep it secret) and {public_path}")
     print(f"keyid {key_id(key.public_key())}")
     return EXIT_OK
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "make an Ed25519 key pair to sign attestations with"
+DESCRIPTION = "Write PREFIX.key (private, mode 0600) and PREFIX.pub (public)."
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("keygen", HELP, DESCRIPTION, _arguments, main)

@@ -23,7 +23,8 @@ from typing import Any
 
 from conformance.catalog import Catalog, Level, Party, Requirement, load_catalog
 from conformance.run.check_index import CollectError, checks_by_requirement
-from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_FAILED, EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["faults_by_requirement", "main", "register", "uncovered_musts"]
 
@@ -31,13 +32,7 @@ __all__ = ["faults_by_requirement", "main", "register", "uncovered_musts"]
 FAULTS_TIMEOUT_S = 60.0
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "requirements",
-        help="list and search the requirements, their checks and faults",
-        description="List the catalog's requirements with the checks that cite them and "
-        "the reference faults those checks catch. Filters combine (all must hold).",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", nargs="?", help="id pattern, e.g. 'DLV-*' or 'RATE-RPM-0?'")
     parser.add_argument("--level", choices=[level.value for level in Level])
     parser.add_argument("--area", action="append", default=[], metavar="AREA")
@@ -56,7 +51,6 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="collect with this target profile: the cases that depend on its keys count too",
     )
     parser.add_argument("--no-faults", action="store_true", help="do not list the faults")
-    parser.set_defaults(handler=main)
 
 
 def faults_by_requirement() -> dict[str, list[str]] | None:
@@ -149,13 +143,11 @@ def main(options: argparse.Namespace) -> int:
     catalog = load_catalog()
     unknown = [area for area in options.area if area not in catalog.areas]
     if unknown:
-        print(f"genapi-conformance: unknown area {', '.join(unknown)}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"unknown area {', '.join(unknown)}")
     try:
         checks = checks_by_requirement(options.profile)
     except CollectError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail(error, EXIT_FAILED)
     faults = None if options.no_faults else faults_by_requirement()
     entries = [
         _entry(r, checks.get(r.id, ()), None if faults is None else faults.get(r.id, []))
@@ -174,3 +166,13 @@ def main(options: argparse.Namespace) -> int:
         + (f" ({', '.join(uncovered)})" if uncovered else "")
     )
     return EXIT_OK
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "list and search the requirements, their checks and faults"
+DESCRIPTION = (
+    "List the catalog's requirements with the checks that cite them and "
+    "the reference faults those checks catch. Filters combine (all must hold)."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("requirements", HELP, DESCRIPTION, _arguments, main)

@@ -11,21 +11,15 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from conformance.attestation import AttestationError, load_public_key, verify
-from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_FAILED, EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["main", "register"]
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "verify-attestation",
-        help="verify a signed run (offline)",
-        description="Verify an attestation's signature and, with --run, that the run "
-        "folder's reports are the attested ones. Exit 0 verified, 1 not verified, 2 usage.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("envelope", type=Path, metavar="FILE", help="the DSSE envelope")
     parser.add_argument(
         "--pubkey", type=Path, required=True, metavar="KEY", help="Ed25519 public key (PEM)"
@@ -33,15 +27,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--run", type=Path, metavar="RUN_DIR", help="also check this run folder's reports"
     )
-    parser.set_defaults(handler=main)
 
 
 def main(options: argparse.Namespace) -> int:
     try:
         public_key = load_public_key(options.pubkey)
     except AttestationError as error:
-        print(f"genapi-conformance: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(error)
     try:
         verified = verify(options.envelope, public_key, options.run)
     except AttestationError as error:
@@ -62,3 +54,13 @@ def main(options: argparse.Namespace) -> int:
     else:
         print(f"{options.run}: every attested file matches")
     return EXIT_OK
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "verify a signed run (offline)"
+DESCRIPTION = (
+    "Verify an attestation's signature and, with --run, that the run "
+    "folder's reports are the attested ones. Exit 0 verified, 1 not verified, 2 usage."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("verify-attestation", HELP, DESCRIPTION, _arguments, main)

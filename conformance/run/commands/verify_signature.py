@@ -13,26 +13,27 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from conformance.run.commands import EXIT_FAILED, EXIT_OK
+from conformance.run.commands.common import fail, subcommand
 from conformance.secrets import Secret
 from conformance.target.profile import ProfileError, load_profile
 from conformance.target.wire import SECRET_KEYINGS, WireProfile
 from conformance.webhooks import verify_webhook
 
-__all__ = ["add_secret_options", "main", "register", "secret_of"]
+__all__ = [
+    "SecretInputError",
+    "add_secret_options",
+    "add_wire_options",
+    "main",
+    "register",
+    "secret_of",
+]
 
 DEFAULT_SECRET_ENV = "GENAPI_WEBHOOK_SECRET"  # noqa: S105 (a variable's name)
 
 
-def register(commands: argparse._SubParsersAction[Any]) -> None:
-    parser = commands.add_parser(
-        "verify-signature",
-        help="check a webhook delivery's signature (valid, or why not)",
-        description="Verify X-<brand>-Signature over the raw body with the webhook secret. "
-        "Exit 0 valid, 1 invalid, 2 usage error.",
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("body", type=Path, help="the raw request body ('-' reads stdin)")
     parser.add_argument(
         "--header",
@@ -43,8 +44,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--signature", metavar="VALUE", help="the signature header's value")
     add_secret_options(parser)
-    parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
-    parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
+    add_wire_options(parser)
     parser.add_argument(
         "--tolerance",
         type=float,
@@ -53,16 +53,14 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "off by default, as a saved delivery is checked later)",
     )
     parser.add_argument("--now", type=float, metavar="UNIX", help="judge t against this time")
-    parser.set_defaults(handler=main)
 
 
 def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """``--secret-env VAR`` / ``--secret-file FILE``: where the webhook secret is read
-    (never from the command line itself)."""
+    """``--secret-env VAR`` / ``--secret-file FILE`` / ``--profile FILE --key-role ROLE``:
+    where the webhook secret is read (never from the command line itself)."""
     secret = parser.add_mutually_exclusive_group()
     secret.add_argument(
         "--secret-env",
-        default=DEFAULT_SECRET_ENV,
         metavar="VAR",
         help=f"environment variable holding the secret (default {DEFAULT_SECRET_ENV})"
         + ("" if required else "; without one, signatures are not verified"),
@@ -78,6 +76,92 @@ def add_secret_options(parser: argparse.ArgumentParser, *, required: bool = True
     )
 
 
+def add_wire_options(parser: argparse.ArgumentParser) -> None:
+    """``--brand`` and ``--keying``: the deployment's header brand word and secret keying
+    (the profile's ``[wire]``)."""
+    parser.add_argument("--brand", default="Service", help="header brand word (default Service)")
+    parser.add_argument("--keying", choices=SECRET_KEYINGS, default="utf8")
+
+
+class SecretInputError(ValueError):
+    """The secret named by the options cannot be had; the message (one line) names the
+    option and the fix."""
+
+
+def _profile_secret(path: Path | None, role: str) -> Secret:
+    """The signing secret of key *role* in the profile at *path*."""
+    if path is None:
+        raise SecretInputError(
+            f"--key-role {role} needs --profile FILE, the target profile holding that role"
+        )
+    try:
+        keys = load_profile(path).keys
+    except ProfileError as error:
+        raise SecretInputError(f"--profile {path}: {'; '.join(error.problems)}") from None
+    except UnicodeDecodeError:
+        raise SecretInputError(
+            f"--profile {path}: is not UTF-8 text; give a TOML profile"
+        ) from None
+    key = keys.get(role)
+    if key is None:
+        raise SecretInputError(
+            f"--key-role {role}: {path} has no such key role (it has: {', '.join(keys)})"
+        )
+    if key.signing_secret is None:
+        raise SecretInputError(
+            f"--key-role {role}: {path} gives no signing_secret for key role {role!r}; add "
+            f"signing_secret (or signing_secret_env) to its [keys.{role}]"
+        )
+    return key.signing_secret
+
+
+def _file_secret(path: Path) -> Secret:
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        problem = "does not exist"
+    except OSError as error:
+        problem = f"cannot be read ({error.strerror})"
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text"
+    else:
+        if value:
+            return Secret(value)
+        problem = "is empty"
+    raise SecretInputError(
+        f"--secret-file {path}: {problem}; give a readable file holding the webhook secret"
+    )
+
+
+def secret_of(options: argparse.Namespace, *, required: bool = True) -> Secret | None:
+    """The secret :func:`add_secret_options` names; None when none was asked for and it is
+    not *required* (the default variable unset). Raises :class:`SecretInputError`."""
+    if options.key_role is not None:
+        return _profile_secret(options.profile, options.key_role)
+    if options.profile is not None:
+        raise SecretInputError(
+            f"--profile {options.profile} needs --key-role ROLE: the key role whose "
+            "signing_secret verifies the deliveries"
+        )
+    if options.secret_file is not None:
+        return _file_secret(options.secret_file)
+    name = options.secret_env or DEFAULT_SECRET_ENV
+    value = os.environ.get(name)
+    if value is None and not required and options.secret_env is None:
+        return None
+    if value is None:
+        raise SecretInputError(
+            f"no secret: ${name} is not set; set it, or pass --secret-file FILE or "
+            "--profile FILE --key-role ROLE"
+        )
+    if not value.strip():
+        raise SecretInputError(
+            f"no secret: ${name} is empty; put the webhook secret in it, or pass "
+            "--secret-file FILE or --profile FILE --key-role ROLE"
+        )
+    return Secret(value)
+
+
 def _headers(options: argparse.Namespace) -> dict[str, str] | str:
     """The headers given, or what is wrong with them."""
     headers: dict[str, str] = {}
@@ -91,46 +175,19 @@ def _headers(options: argparse.Namespace) -> dict[str, str] | str:
     return headers
 
 
-def _profile_secret(path: Path | None, role: str) -> Secret | str:
-    """The signing secret of key *role* in the profile at *path*, or what is wrong."""
-    if path is None:
-        return "--key-role needs --profile FILE"
-    try:
-        key = load_profile(path).keys.get(role)
-    except (OSError, ProfileError) as error:
-        return f"--profile {path}: {error}"
-    if key is None or key.signing_secret is None:
-        return f"--profile {path}: no signing_secret for key role {role!r}"
-    return key.signing_secret
-
-
-def secret_of(options: argparse.Namespace) -> Secret | str:
-    """The secret :func:`add_secret_options` names, or what is wrong (a str)."""
-    if options.key_role is not None:
-        return _profile_secret(options.profile, options.key_role)
-    if options.secret_file is not None:
-        try:
-            return Secret(options.secret_file.read_text(encoding="utf-8").strip())
-        except OSError as error:
-            return f"cannot read --secret-file: {error.strerror}"
-    value = os.environ.get(options.secret_env)
-    if not value:
-        return f"no secret: set {options.secret_env} or pass --secret-file"
-    return Secret(value)
-
-
 def main(options: argparse.Namespace) -> int:
     headers = _headers(options)
-    secret = secret_of(options)
-    if isinstance(headers, str) or isinstance(secret, str):
-        problem = headers if isinstance(headers, str) else secret
-        print(f"genapi-conformance: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+    if isinstance(headers, str):
+        return fail(headers)
+    try:
+        secret = secret_of(options)
+    except SecretInputError as error:
+        return fail(error)
+    assert secret is not None  # required: never None
     try:
         body = sys.stdin.buffer.read() if str(options.body) == "-" else options.body.read_bytes()
     except OSError as error:
-        print(f"genapi-conformance: cannot read {options.body}: {error.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(f"cannot read {options.body}: {error.strerror}")
     result = verify_webhook(
         body,
         headers,
@@ -145,8 +202,19 @@ def main(options: argparse.Namespace) -> int:
         detail.append(f"delivery {result.delivery_id}")
     if result.age_s is not None:
         detail.append(f"t is {result.age_s:.0f} s old")
+    detail += [f"warning: {warning}" for warning in result.warnings if result.valid]
     if result.valid:
         print(f"valid ({', '.join(detail)})")
         return EXIT_OK
     print(f"invalid: {result.reason} ({', '.join(detail)})")
     return EXIT_FAILED
+
+
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "check a webhook delivery's signature (valid, or why not)"
+DESCRIPTION = (
+    "Verify X-<brand>-Signature over the raw body with the webhook secret. "
+    "Exit 0 valid, 1 invalid, 2 usage error."
+)
+#: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
+register = subcommand("verify-signature", HELP, DESCRIPTION, _arguments, main)
