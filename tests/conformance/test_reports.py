@@ -7,7 +7,8 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+
+from fake_checks import check_result
 
 from conformance.catalog import Level, Need, Requirement
 from conformance.evidence import Exchange
@@ -67,25 +68,13 @@ def _info() -> RunInfo:
     )
 
 
-def _check(
-    name: str,
-    *requirement_ids: str,
-    outcome: Outcome = Outcome.FAILED,
-    duration: float = 0.1,
-    **details: Any,
-) -> CheckResult:
-    """The result of the check *name* (``file.py::test``) of ``conformance/checks/``."""
-    return CheckResult(
-        nodeid=f"conformance/checks/{name}",
-        requirement_ids=requirement_ids,
-        outcome=outcome,
-        duration=duration,
-        **details,
-    )
+def _tier(test: str) -> str:
+    """The node id of the check *test* of ``conformance/checks/test_tier.py``."""
+    return f"conformance/checks/test_tier.py::{test}"
 
 
 def _passed() -> CheckResult:
-    return _check("test_tier.py::test_ok", "TIER-FIELD-01", outcome=Outcome.PASSED)
+    return check_result(_tier("test_ok"), "TIER-FIELD-01", outcome=Outcome.PASSED)
 
 
 def _page(requirement: Requirement, check: CheckResult) -> str:
@@ -100,8 +89,8 @@ def _run() -> RunVerdicts:
         _requirement("TIER-FIELD-01"),
         _requirement("KEY-PREFIX-01", area="KEY"),
     ]
-    failed = _check(
-        f"test_tier.py::test_bad[{XSS}]",
+    failed = check_result(
+        _tier(f"test_bad[{XSS}]"),
         "TIER-READ-01",
         "TIER-READ-02",
         duration=0.3,
@@ -264,9 +253,8 @@ def test_html_banner_says_not_conformant_why_counts_and_duration() -> None:
 
 
 def test_html_banner_is_green_when_only_warnings() -> None:
-    warned = _check(
-        "test_tier.py::test_warned", "TIER-READ-02", message="AssertionError: an interpretation"
-    )
+    message = "AssertionError: an interpretation"
+    warned = check_result(_tier("test_warned"), "TIER-READ-02", message=message)
     page = _page(_requirement("TIER-READ-02", Level.INTERPRETATION), warned)
     assert "banner ok" in page and ">Conformant<" in page
     assert "1 interpretation(s) not met, reported as warnings only: TIER-READ-02" in page
@@ -282,8 +270,8 @@ def test_html_rows_show_the_statement_and_carry_filter_data() -> None:
 
 
 def test_html_shows_control_bytes_escaped() -> None:
-    check = _check(
-        "test_tier.py::test_bytes",
+    check = check_result(
+        _tier("test_bytes"),
         "TIER-READ-01",
         message="AssertionError: saw \x1b[31mred\x00 \u202etxt.exe",
         exchanges=(_exchange("a\x07b\r\nc\td"),),
@@ -338,8 +326,8 @@ def test_timeline_marks_attempts_against_their_windows() -> None:
 
 
 def test_html_draws_a_timeline_for_each_chain_a_check_saw() -> None:
-    check = _check(
-        "test_delivery_retries.py::test_backoff",
+    check = check_result(
+        "conformance/checks/test_delivery_retries.py::test_backoff",
         "DLV-BACKOFF-01",
         duration=3.0,
         message="AssertionError: 0.10 s",
@@ -362,8 +350,8 @@ def test_html_charts_remaining_requests_for_rate_checks() -> None:
             started_at=1_800_000_000.0 + at,
         )
 
-    check = _check(
-        "test_rate.py::test_rpm",
+    check = check_result(
+        "conformance/checks/test_rate.py::test_rpm",
         "RATE-RPM-01",
         duration=3.0,
         message="AssertionError: limited early",
