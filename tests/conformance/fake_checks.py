@@ -9,7 +9,7 @@ from typing import Any
 from conformance.catalog import Level, Need, load_catalog
 from conformance.verdicts import CheckResult, Outcome
 
-__all__ = ["CATALOG", "INI", "INTERP", "MUST", "black_box", "check_result"]
+__all__ = ["CATALOG", "INI", "INTERP", "MUST", "black_box", "check_result", "checks_module"]
 
 CATALOG = load_catalog()
 
@@ -24,6 +24,16 @@ MUST = black_box(Level.MUST)
 INTERP = black_box(Level.INTERPRETATION)
 #: The ini of a folder of fake checks: the plugin collects the folder as the checks.
 INI = "[pytest]\ngenapi_checks = .\nfilterwarnings = error\n"
+
+
+def checks_module(*checks: tuple[str, str, str]) -> str:
+    """The source of a module of fake checks, one per ``(name, requirement id, body)``: the
+    check ``name`` cites the requirement and runs the one-line ``body``."""
+    cited = [
+        f'\n@pytest.mark.requirement("{rid}")\ndef {name}():\n    {body}\n'
+        for name, rid, body in checks
+    ]
+    return "\nimport pytest\n" + "".join(cited)
 
 
 def check_result(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_checks import INI, MUST
+from fake_checks import INI, MUST, checks_module
 
 from conformance.attestation import (
     PAYLOAD_TYPE,
@@ -32,17 +32,10 @@ from conformance.run.cli import main
 
 pytest_plugins = ["pytester"]
 
-CHECKS = f'''
-import pytest
-
-@pytest.mark.requirement("{MUST[0]}")
-def test_passes():
-    pass
-
-@pytest.mark.requirement("{MUST[1]}")
-def test_fails():
-    assert 500 == 200, "expected 200, saw 500"
-'''
+CHECKS = checks_module(
+    ("test_passes", MUST[0], "pass"),
+    ("test_fails", MUST[1], 'assert 500 == 200, "expected 200, saw 500"'),
+)
 
 
 @pytest.fixture(scope="module")
