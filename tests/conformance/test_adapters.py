@@ -9,9 +9,7 @@ The last test starts the reference: run this module through ``bash scripts/test`
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -21,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 import tomli_w
+from profiles import LOCAL, profile_text
 from pytest_httpserver import HTTPServer
+from suite_run import run_suite
 from werkzeug import Request, Response
 
 from conformance.judge.asserts import assert_webhook_list
@@ -56,18 +56,8 @@ COOKIE = "ADAPTERcanary0session0cookie0006"
 WHSEC = "ADAPTERcanary0hook0signing0secret7"  # no whsec_ prefix: no shape masks it
 SECRETS = (TOKEN, PASSWORD, CREATED, CREATED_SIGNING, COOKIE, WHSEC)
 
-BASE = f"""
-base_url = "http://127.0.0.1:9"
-key_prefix = "gk"
-[keys.primary]
-key = "gk_ADAPTERcanary0primary0key00001"
-scopes = ["images:generate"]
-[sessions.primary]
-token = "{TOKEN}"
-[sessions.login]
-email = "user@example.test"
-password = "{PASSWORD}"
-"""
+LOGIN = f'[sessions.login]\nemail = "user@example.test"\npassword = "{PASSWORD}"\n'
+BASE = profile_text("gk_ADAPTERcanary0primary0key00001", TOKEN, tables=LOGIN)
 
 
 def profile_with(adapter: str) -> Profile:
@@ -377,7 +367,7 @@ class OtherConsole:
 def other_console(httpserver: HTTPServer) -> Iterator[tuple[OtherConsole, ApiClient, Recorder]]:
     console = OtherConsole()
     httpserver.expect_request(re.compile("/.*")).respond_with_handler(console)
-    text = (BASE + OTHER_CONSOLE).replace("http://127.0.0.1:9", httpserver.url_for("").rstrip("/"))
+    text = (BASE + OTHER_CONSOLE).replace(LOCAL, httpserver.url_for("").rstrip("/"))
     profile = parse_profile(text, env={})
     recorder = Recorder(profile.redactor())
     with ApiClient(profile, recorder) as client:
@@ -564,32 +554,13 @@ def test_key_and_console_checks_pass_against_the_reference_through_a_declaration
         reference = profile_with(REFERENCE).adapter
         assert loaded.adapter.preset is None
         assert loaded.adapter.operations == reference.operations
-        report_dir = tmp_path / "report"
-        env = {k: v for k, v in os.environ.items() if k != "GENAPI_PROFILE"}
-        done = subprocess.run(  # noqa: S603 (our own interpreter and module)
-            [
-                *(
-                    sys.executable,
-                    "-m",
-                    "conformance.run.cli",
-                    "run",
-                    "--profile",
-                    str(profile_path),
-                ),
-                *("--area", "KEY", "--area", "CONSOLE", "--report-dir", str(report_dir)),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=840,
-            cwd=tmp_path,
-            env=env,
-            check=False,
-        )
-    assert done.returncode == EXIT_OK, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
-    outcomes = {c["outcome"] for c in results["checks"]}
-    assert outcomes == {"passed"}, [c for c in results["checks"] if c["outcome"] != "passed"]
-    verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
+        areas = ("--area", "KEY", "--area", "CONSOLE")
+        run = run_suite(tmp_path / "report", "--profile", str(profile_path), *areas, timeout=840)
+    assert run.returncode == EXIT_OK, run.describe()
+    verdicts = run.verdicts()
+    checks = run.results["checks"] if run.results else []
+    outcomes = {c["outcome"] for c in checks}
+    assert outcomes == {"passed"}, [c for c in checks if c["outcome"] != "passed"]
     through_the_adapter = (
         "KEY-CREATE-01", "KEY-VIEW-01", "KEY-NAME-01", "KEY-ONCE-02", "KEY-REVOKE-01",
         "KEY-LIMIT-01", "KEY-LIMIT-03", "CONSOLE-HOOK-01", "CONSOLE-HOOK-07",

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_checks import INI, MUST, checks_module
 
 from conformance.attestation import (
     PAYLOAD_TYPE,
@@ -26,24 +27,15 @@ from conformance.attestation import (
     pae,
     verify,
 )
-from conformance.catalog import Level, Need, load_catalog
 from conformance.provenance import catalog_sha256
 from conformance.run.cli import main
 
 pytest_plugins = ["pytester"]
 
-_MUST = [r.id for r in load_catalog() if r.level is Level.MUST and set(r.needs) <= {Need.BLACK_BOX}]
-CHECKS = f'''
-import pytest
-
-@pytest.mark.requirement("{_MUST[0]}")
-def test_passes():
-    pass
-
-@pytest.mark.requirement("{_MUST[1]}")
-def test_fails():
-    assert 500 == 200, "expected 200, saw 500"
-'''
+CHECKS = checks_module(
+    ("test_passes", MUST[0], "pass"),
+    ("test_fails", MUST[1], 'assert 500 == 200, "expected 200, saw 500"'),
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +44,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("attest")
     checks = base / "checks"
     checks.mkdir()
-    (checks / "pytest.ini").write_text("[pytest]\ngenapi_checks = .\nfilterwarnings = error\n")
+    (checks / "pytest.ini").write_text(INI)
     (checks / "test_fake.py").write_text(CHECKS)
     run_dir = base / "run"
     pytest_argv = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", "--report-dir", str(run_dir)]
@@ -141,8 +133,8 @@ def test_statement_binds_reports_verdicts_and_provenance(signed: dict[str, Path]
         results["started_at"],
         results["finished_at"],
     )
-    assert predicate["verdicts"][_MUST[0]] == "pass"
-    assert predicate["verdicts"][_MUST[1]] == "fail"
+    assert predicate["verdicts"][MUST[0]] == "pass"
+    assert predicate["verdicts"][MUST[1]] == "fail"
     assert predicate["baseline"] is None
     envelope = json.loads(signed["envelope"].read_text())
     assert envelope["payloadType"] == PAYLOAD_TYPE
@@ -160,7 +152,7 @@ def test_a_tampered_verdict_in_the_envelope_fails(
 ) -> None:
     envelope = json.loads(signed["envelope"].read_text())
     statement = _statement(signed["envelope"])
-    statement["predicate"]["verdicts"][_MUST[1]] = "pass"
+    statement["predicate"]["verdicts"][MUST[1]] = "pass"
     envelope["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(envelope))
@@ -179,7 +171,7 @@ def test_a_tampered_verdict_in_results_json_fails_naming_it(
     code, out = _verify_cli(run / signed["envelope"].name, signed["pub"], run, capsys)
     assert code == 1
     assert "results.json: sha256" in out
-    assert f"verdict of {_MUST[1]} is 'pass', attested 'fail'" in out
+    assert f"verdict of {MUST[1]} is 'pass', attested 'fail'" in out
 
 
 def test_a_tampered_file_fails(signed: dict[str, Path], tmp_path: Path, capsys: Any) -> None:

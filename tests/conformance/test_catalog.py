@@ -589,15 +589,16 @@ def test_quote_list_keeps_its_order_single_spaced() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "quote",
-    [
-        pytest.param("Signed string is the timestamp, a dot, then the exact raw", id="sentence"),
-        pytest.param("request body.  4. Signature", id="across-a-line-break"),
-        pytest.param("| Per-attempt timeout | 10 s |", id="table-row"),
-        pytest.param("Per-attempt timeout | 10 s", id="table-cells"),
-    ],
-)
+#: Quotes the loader finds in ``_SPEC`` once white space is collapsed, by test id.
+_FOUND = {
+    "sentence": "Signed string is the timestamp, a dot, then the exact raw",
+    "across-a-line-break": "request body.  4. Signature",
+    "table-row": "| Per-attempt timeout | 10 s |",
+    "table-cells": "Per-attempt timeout | 10 s",
+}
+
+
+@pytest.mark.parametrize("quote", list(_FOUND.values()), ids=list(_FOUND))
 def test_quote_found_in_the_spec_with_whitespace_collapsed(quote: str) -> None:
     parse_catalog(_dump(_quoted(quote)), spec=_SPEC)
 
@@ -645,111 +646,45 @@ def test_unquoted_musts_lists_musts_without_a_quote_in_file_order() -> None:
     assert [r.id for r in catalog.unquoted_musts()] == ["SIG-HMAC-01", "KEY-NAME-01"]
 
 
-def _broken(change: str) -> dict[str, Any]:
+#: Each way to break the minimal catalog's second entry: the fields changed in it (None
+#: drops the field) and what the loader's message says about the entry, by test id.
+_BROKEN: dict[str, tuple[dict[str, Any], str]] = {
+    "duplicate-id": ({"id": "SIG-HMAC-01"}, "duplicate id, first used by requirements[0]"),
+    "bad-level": ({"level": "SHOULD"}, "'SHOULD'"),
+    "missing-statement": ({"statement": None}, "'statement' is a required property"),
+    "bad-id": ({"id": "sig-hmac-2"}, "does not match"),
+    "undeclared-area": ({"id": "WH-SIG-02"}, "area 'WH' is not declared"),
+    "need": ({"needs": ["network"]}, "'network'"),
+    "black-box-with-others": ({"needs": ["black-box", "slow"]}, "is too long"),
+    "interpretation-without-notes": ({"level": "INTERPRETATION"}, "'notes' is a required property"),
+    "unobservable-without-reason": (
+        {"observable": False},
+        "'unobservable_reason' is a required property",
+    ),
+    "reason-without-unobservable": (
+        {"unobservable_reason": "storage is not visible over HTTP"},
+        "unobservable_reason given, but the entry is observable",
+    ),
+    "unknown-field": ({"tests": ["test_x"]}, "'tests' was unexpected"),
+    "bad-section": ({"section": "§6"}, "'§6'"),
+    "empty-quote-list": ({"quote": []}, "quote"),
+    "blank-quote": ({"quote": ["Signed string", "  "]}, "quote"),
+    "quote-not-text": ({"quote": {"text": "Signed string"}}, "quote"),
+}
+
+
+@pytest.mark.parametrize(("fields", "problem"), list(_BROKEN.values()), ids=list(_BROKEN))
+def test_loader_rejects_broken_entry_naming_it(fields: dict[str, Any], problem: str) -> None:
     document = copy.deepcopy(_MINIMAL)
     second = document["requirements"][1]
-    if change == "duplicate-id":
-        second["id"] = "SIG-HMAC-01"
-    elif change == "bad-level":
-        second["level"] = "SHOULD"
-    elif change == "missing-statement":
-        del second["statement"]
-    elif change == "bad-id":
-        second["id"] = "sig-hmac-2"
-    elif change == "undeclared-area":
-        second["id"] = "WH-SIG-02"
-    elif change == "unknown-need":
-        second["needs"] = ["network"]
-    elif change == "black-box-with-others":
-        second["needs"] = ["black-box", "slow"]
-    elif change == "interpretation-without-notes":
-        second["level"] = "INTERPRETATION"
-    elif change == "unobservable-without-reason":
-        second["observable"] = False
-    elif change == "reason-without-unobservable":
-        second["unobservable_reason"] = "storage is not visible over HTTP"
-    elif change == "unknown-field":
-        second["tests"] = ["test_x"]
-    elif change == "bad-section":
-        second["section"] = "§6"
-    elif change == "empty-quote-list":
-        second["quote"] = []
-    elif change == "blank-quote":
-        second["quote"] = ["Signed string", "  "]
-    elif change == "quote-not-text":
-        second["quote"] = {"text": "Signed string"}
-    else:  # pragma: no cover - a typo in the parametrisation below
-        raise AssertionError(change)
-    return document
-
-
-@pytest.mark.parametrize(
-    ("change", "label", "problem"),
-    [
-        pytest.param(
-            "duplicate-id",
-            "requirements[1] (SIG-HMAC-01)",
-            "duplicate id, first used by requirements[0]",
-            id="duplicate-id",
-        ),
-        pytest.param("bad-level", "requirements[1] (SIG-HMAC-02)", "'SHOULD'", id="bad-level"),
-        pytest.param(
-            "missing-statement",
-            "requirements[1] (SIG-HMAC-02)",
-            "'statement' is a required property",
-            id="missing-statement",
-        ),
-        pytest.param("bad-id", "requirements[1] (sig-hmac-2)", "does not match", id="bad-id"),
-        pytest.param(
-            "undeclared-area",
-            "requirements[1] (WH-SIG-02)",
-            "area 'WH' is not declared",
-            id="undeclared-area",
-        ),
-        pytest.param("unknown-need", "requirements[1] (SIG-HMAC-02)", "'network'", id="need"),
-        pytest.param(
-            "black-box-with-others",
-            "requirements[1] (SIG-HMAC-02)",
-            "is too long",
-            id="black-box-with-others",
-        ),
-        pytest.param(
-            "interpretation-without-notes",
-            "requirements[1] (SIG-HMAC-02)",
-            "'notes' is a required property",
-            id="interpretation-without-notes",
-        ),
-        pytest.param(
-            "unobservable-without-reason",
-            "requirements[1] (SIG-HMAC-02)",
-            "'unobservable_reason' is a required property",
-            id="unobservable-without-reason",
-        ),
-        pytest.param(
-            "reason-without-unobservable",
-            "requirements[1] (SIG-HMAC-02)",
-            "unobservable_reason given, but the entry is observable",
-            id="reason-without-unobservable",
-        ),
-        pytest.param(
-            "unknown-field",
-            "requirements[1] (SIG-HMAC-02)",
-            "'tests' was unexpected",
-            id="unknown-field",
-        ),
-        pytest.param("bad-section", "requirements[1] (SIG-HMAC-02)", "'§6'", id="bad-section"),
-        pytest.param(
-            "empty-quote-list", "requirements[1] (SIG-HMAC-02)", "quote", id="empty-quote-list"
-        ),
-        pytest.param("blank-quote", "requirements[1] (SIG-HMAC-02)", "quote", id="blank-quote"),
-        pytest.param(
-            "quote-not-text", "requirements[1] (SIG-HMAC-02)", "quote", id="quote-not-text"
-        ),
-    ],
-)
-def test_loader_rejects_broken_entry_naming_it(change: str, label: str, problem: str) -> None:
+    for name, value in fields.items():
+        if value is None:
+            del second[name]
+        else:
+            second[name] = value
+    label = f"requirements[1] ({second['id']})"
     with pytest.raises(CatalogError) as raised:
-        parse_catalog(_dump(_broken(change)), source="broken.yaml")
+        parse_catalog(_dump(document), source="broken.yaml")
     message = str(raised.value)
     assert message.startswith("broken.yaml: ")
     problem_lines = [line for line in message.splitlines() if label in line]

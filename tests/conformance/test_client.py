@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from profiles import LOCAL, profile_text
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -38,23 +39,19 @@ CREATED = "gk_CLIENTcanary0created0key000004"
 CREATED_SIGNING = "psk_CLIENTcanary0created0signing05"
 ALL_SECRETS = (PRIMARY, LIMITED, SIGNING, TOKEN, PASSWORD, CREATED, CREATED_SIGNING)
 
-PROFILE = f"""
-base_url = "http://127.0.0.1:9"
-key_prefix = "gk"
-[keys.primary]
-key = "{PRIMARY}"
-scopes = ["images:generate"]
-signing_secret = "{SIGNING}"
-[keys.low-limit]
+PROFILE = profile_text(
+    PRIMARY,
+    TOKEN,
+    key_fields=f'signing_secret = "{SIGNING}"\n',
+    tables=f'''[keys.low-limit]
 key = "{LIMITED}"
 account = "low-limit"
 scopes = ["images:generate"]
-[sessions.primary]
-token = "{TOKEN}"
 [sessions.login]
 email = "user@example.test"
 password = "{PASSWORD}"
-"""
+''',
+)
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -471,7 +468,7 @@ def test_planted_secrets_never_reach_the_record_over_a_real_socket(
 
     httpserver.expect_request(re.compile("/.*")).respond_with_handler(echo_all)
     profile = parse_profile(
-        PROFILE.replace("http://127.0.0.1:9", httpserver.url_for("").rstrip("/"))
+        PROFILE.replace(LOCAL, httpserver.url_for("").rstrip("/"))
         + '[adapter]\npreset = "reference"\n',
         env={},
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 import dns.message
 import dns.query
 import pytest
+from profiles import profile_text
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -23,18 +24,9 @@ KEY = "gk_FIXTUREcanary0primary0key00001"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwIn0.FIXTUREcanary0token"
 
 
-def profile_text(base_url: str, extra: str = "", adapter: str = "none") -> str:
-    return f"""
-base_url = "{base_url}"
-key_prefix = "gk"
-adapter = "{adapter}"
-[keys.primary]
-key = "{KEY}"
-scopes = ["images:generate"]
-[sessions.primary]
-token = "{TOKEN}"
-{extra}
-"""
+def _profile(base_url: str, extra: str = "", adapter: str = "none") -> str:
+    top = f'adapter = "{adapter}"\n'
+    return profile_text(KEY, TOKEN, base_url=base_url, top=top, tables=f"{extra}\n")
 
 
 @pytest.fixture
@@ -87,7 +79,7 @@ def test_each_check_has_its_own_record(api, make_api, request):
 def test_api_records_redacted_exchanges_into_the_stash(
     pytester: pytest.Pytester, iut: HTTPServer
 ) -> None:
-    result = run(pytester, profile_text(iut.url_for("").rstrip("/")), RECORDING)
+    result = run(pytester, _profile(iut.url_for("").rstrip("/")), RECORDING)
     result.assert_outcomes(passed=2)
     assert KEY not in result.stdout.str()
 
@@ -105,14 +97,14 @@ def test_profile_from_environment(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = pytester.path / "env-profile.toml"
-    path.write_text(profile_text("http://127.0.0.1:9"), encoding="utf-8")
+    path.write_text(_profile("http://127.0.0.1:9"), encoding="utf-8")
     monkeypatch.setenv("GENAPI_PROFILE", str(path))
     source = "def test_x(profile):\n    assert profile.base_url == 'http://127.0.0.1:9'\n"
     run(pytester, None, source).assert_outcomes(passed=1)
 
 
 def test_adapter_none_skips_with_the_fix(pytester: pytest.Pytester) -> None:
-    result = run(pytester, profile_text("http://127.0.0.1:9"), "def test_x(adapter):\n    pass\n")
+    result = run(pytester, _profile("http://127.0.0.1:9"), "def test_x(adapter):\n    pass\n")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(['*needs adapter: add an *table to the profile: preset = "ref*'])
 
@@ -124,7 +116,7 @@ def test_adapter_reference_is_given(pytester: pytest.Pytester) -> None:
         "    assert isinstance(adapter, DeclaredAdapter)\n"
         "    assert adapter.client.profile.adapter.preset == 'reference'\n"
     )
-    profile = profile_text("http://127.0.0.1:9", adapter="reference")
+    profile = _profile("http://127.0.0.1:9", adapter="reference")
     run(pytester, profile, source).assert_outcomes(passed=1)
 
 
@@ -165,7 +157,7 @@ def test_canary_next_check_sees_no_earlier_hits(canary, receiver):
 
 
 def test_endpoints_are_fresh_per_check_and_canaries_per_check(pytester: pytest.Pytester) -> None:
-    result = run(pytester, profile_text("http://127.0.0.1:9"), ENDPOINTS)
+    result = run(pytester, _profile("http://127.0.0.1:9"), ENDPOINTS)
     result.assert_outcomes(passed=4)
 
 
@@ -180,15 +172,13 @@ def test_x(endpoint):
     with httpx.Client(trust_env=False, timeout=5) as client:
         assert client.post(endpoint.url).status_code == 500
 """
-    result = run(pytester, profile_text("http://127.0.0.1:9"), source)
+    result = run(pytester, _profile("http://127.0.0.1:9"), source)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*ReceiverError*RuntimeError: handler exploded*"])
 
 
 def test_dns_server_skips_without_dns(pytester: pytest.Pytester) -> None:
-    result = run(
-        pytester, profile_text("http://127.0.0.1:9"), "def test_x(dns_server):\n    pass\n"
-    )
+    result = run(pytester, _profile("http://127.0.0.1:9"), "def test_x(dns_server):\n    pass\n")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*needs dns: add a [[]dns[]] table*"])
 
@@ -205,7 +195,7 @@ def test_x(dns_server):
     assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.1"]
 """
     extra = '[dns]\nserver = "127.0.0.1:0"\ndomain = "rebind.genapi.test"\n'
-    run(pytester, profile_text("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
+    run(pytester, _profile("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
 
 
 def free_udp_port() -> int:
@@ -247,7 +237,7 @@ def test_dns_server_is_one_per_run_under_xdist(
     )
     extra = f'[dns]\nserver = "127.0.0.1:{free_udp_port()}"\ndomain = "rebind.genapi.test"\n'
     result = run(
-        pytester, profile_text("http://127.0.0.1:9", extra), "", "-n", "2", "--dist", "loadfile"
+        pytester, _profile("http://127.0.0.1:9", extra), "", "-n", "2", "--dist", "loadfile"
     )
     result.assert_outcomes(passed=2)
     serving = sorted(path.read_text() for path in meet.iterdir())
@@ -270,7 +260,7 @@ def test_x(dns_server):
     assert not dns_server.serving
     dns_server.set("attached", ["127.0.0.7"])
 """
-        run(pytester, profile_text("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
+        run(pytester, _profile("http://127.0.0.1:9", extra), source).assert_outcomes(passed=1)
         name = server.name("attached")
         response = dns.query.udp(dns.message.make_query(name, "A"), host, port=port, timeout=2)
         assert [r.to_text() for rrset in response.answer for r in rrset] == ["127.0.0.7"]
@@ -306,7 +296,7 @@ def test_closed_after_the_module(labs):
 
 def test_labs_gives_a_module_its_labs_and_closes_them_after_it(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_zz_after=LABS_AFTER)  # runs after the module of LABS
-    result = run(pytester, profile_text("http://127.0.0.1:9"), LABS)
+    result = run(pytester, _profile("http://127.0.0.1:9"), LABS)
     result.assert_outcomes(passed=3)
 
 
@@ -349,7 +339,7 @@ def test_port_in_use_is_a_clear_setup_error(pytester: pytest.Pytester) -> None:
             f'[dns]\nserver = "127.0.0.1:{udp.getsockname()[1]}"\ndomain = "x.test"\n'
         )
         source = "def test_receiver(receiver):\n    pass\n\ndef test_dns(dns_server):\n    pass\n"
-        result = run(pytester, profile_text("http://127.0.0.1:9", extra), source)
+        result = run(pytester, _profile("http://127.0.0.1:9", extra), source)
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(
         [

@@ -7,6 +7,7 @@ import re
 
 import httpx
 import pytest
+from profiles import profile_text
 
 import genapi_spec
 from conformance.judge.operations import Operation, OperationPaths, operations
@@ -15,15 +16,7 @@ from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile, parse_profile
 from conformance.target.setup import SetupFailed
 
-PROFILE = """
-base_url = "http://127.0.0.1:9"
-key_prefix = "gk"
-[keys.primary]
-key = "gk_OPScanary0primary0key0000000001"
-scopes = ["images:generate"]
-[sessions.primary]
-token = "OPScanary.session.token"
-"""
+PROFILE = profile_text("gk_OPScanary0primary0key0000000001", "OPScanary.session.token")
 
 
 def test_every_spec_endpoint_of_section_4_is_an_operation() -> None:

@@ -8,6 +8,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from fake_checks import check_result
+
 from conformance.catalog import Level, Need, Requirement
 from conformance.evidence import Exchange
 from conformance.findings import Arrival, ChainTrace
@@ -66,6 +68,20 @@ def _info() -> RunInfo:
     )
 
 
+def _tier(test: str) -> str:
+    """The node id of the check *test* of ``conformance/checks/test_tier.py``."""
+    return f"conformance/checks/test_tier.py::{test}"
+
+
+def _passed() -> CheckResult:
+    return check_result(_tier("test_ok"), "TIER-FIELD-01", outcome=Outcome.PASSED)
+
+
+def _page(requirement: Requirement, check: CheckResult) -> str:
+    """The report page of a run of one *check* of one *requirement*."""
+    return render_html(_info(), judge([requirement], [check]))
+
+
 def _run() -> RunVerdicts:
     requirements = [
         _requirement("TIER-READ-01"),
@@ -73,24 +89,16 @@ def _run() -> RunVerdicts:
         _requirement("TIER-FIELD-01"),
         _requirement("KEY-PREFIX-01", area="KEY"),
     ]
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_tier.py::test_ok",
-            requirement_ids=("TIER-FIELD-01",),
-            outcome=Outcome.PASSED,
-            duration=0.1,
-        ),
-        CheckResult(
-            nodeid=f"conformance/checks/test_tier.py::test_bad[{XSS}]",
-            requirement_ids=("TIER-READ-01", "TIER-READ-02"),
-            outcome=Outcome.FAILED,
-            duration=0.3,
-            message=f"AssertionError: expected 2xx, saw 500 {XSS}",
-            longrepr=f"Traceback {XSS}",
-            exchanges=(_exchange("{}"), _exchange(f"<html>{XSS}</html>")),
-        ),
-    ]
-    return judge(requirements, checks)
+    failed = check_result(
+        _tier(f"test_bad[{XSS}]"),
+        "TIER-READ-01",
+        "TIER-READ-02",
+        duration=0.3,
+        message=f"AssertionError: expected 2xx, saw 500 {XSS}",
+        longrepr=f"Traceback {XSS}",
+        exchanges=(_exchange("{}"), _exchange(f"<html>{XSS}</html>")),
+    )
+    return judge(requirements, [_passed(), failed])
 
 
 def test_results_document_references_checks_and_exchanges() -> None:
@@ -154,13 +162,7 @@ def _unobservable_run() -> RunVerdicts:
         observable=False,
         unobservable_reason="how a key is stored is not visible over HTTP",
     )
-    passed = CheckResult(
-        nodeid="conformance/checks/test_tier.py::test_ok",
-        requirement_ids=("TIER-FIELD-01",),
-        outcome=Outcome.PASSED,
-        duration=0.1,
-    )
-    return judge([_requirement("TIER-FIELD-01"), hashed], [passed])
+    return judge([_requirement("TIER-FIELD-01"), hashed], [_passed()])
 
 
 def test_results_document_gives_the_verdict_line_and_the_unobservable_apart() -> None:
@@ -251,16 +253,9 @@ def test_html_banner_says_not_conformant_why_counts_and_duration() -> None:
 
 
 def test_html_banner_is_green_when_only_warnings() -> None:
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_tier.py::test_warned",
-            requirement_ids=("TIER-READ-02",),
-            outcome=Outcome.FAILED,
-            duration=0.1,
-            message="AssertionError: an interpretation",
-        )
-    ]
-    page = render_html(_info(), judge([_requirement("TIER-READ-02", Level.INTERPRETATION)], checks))
+    message = "AssertionError: an interpretation"
+    warned = check_result(_tier("test_warned"), "TIER-READ-02", message=message)
+    page = _page(_requirement("TIER-READ-02", Level.INTERPRETATION), warned)
     assert "banner ok" in page and ">Conformant<" in page
     assert "1 interpretation(s) not met, reported as warnings only: TIER-READ-02" in page
 
@@ -275,17 +270,13 @@ def test_html_rows_show_the_statement_and_carry_filter_data() -> None:
 
 
 def test_html_shows_control_bytes_escaped() -> None:
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_tier.py::test_bytes",
-            requirement_ids=("TIER-READ-01",),
-            outcome=Outcome.FAILED,
-            duration=0.1,
-            message="AssertionError: saw \x1b[31mred\x00 \u202etxt.exe",
-            exchanges=(_exchange("a\x07b\r\nc\td"),),
-        )
-    ]
-    page = render_html(_info(), judge([_requirement("TIER-READ-01")], checks))
+    check = check_result(
+        _tier("test_bytes"),
+        "TIER-READ-01",
+        message="AssertionError: saw \x1b[31mred\x00 \u202etxt.exe",
+        exchanges=(_exchange("a\x07b\r\nc\td"),),
+    )
+    page = _page(_requirement("TIER-READ-01"), check)
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f\u202e]", page), "no raw control byte"
     assert "<span class='ctl'>\\x1b</span>[31mred<span class='ctl'>\\x00</span>" in page
     assert "<span class='ctl'>\\u202e</span>txt.exe" in page
@@ -294,16 +285,8 @@ def test_html_shows_control_bytes_escaped() -> None:
 
 def test_html_keeps_passing_exchanges_to_one_line_each() -> None:
     body = "PASSING-BODY " * 100
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_tier.py::test_ok",
-            requirement_ids=("TIER-FIELD-01",),
-            outcome=Outcome.PASSED,
-            duration=0.1,
-            exchanges=(_exchange(body), _exchange(body)),
-        )
-    ]
-    page = render_html(_info(), judge([_requirement("TIER-FIELD-01")], checks))
+    passed = replace(_passed(), exchanges=(_exchange(body), _exchange(body)))
+    page = _page(_requirement("TIER-FIELD-01"), passed)
     assert "PASSING-BODY" not in page and "curl -sS" not in page
     assert "exchange #1: GET http://127.0.0.1:8765/v1/account/tier → 500" in page
 
@@ -343,47 +326,37 @@ def test_timeline_marks_attempts_against_their_windows() -> None:
 
 
 def test_html_draws_a_timeline_for_each_chain_a_check_saw() -> None:
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_delivery_retries.py::test_backoff",
-            requirement_ids=("DLV-BACKOFF-01",),
-            outcome=Outcome.FAILED,
-            duration=3.0,
-            message="AssertionError: 0.10 s",
-            chains=(_chain((0.0, 500, 0.0), (0.1, 500, 0.0)),),
-        )
-    ]
-    verdicts = judge([_requirement("DLV-BACKOFF-01", area="DLV")], checks)
-    page = render_html(_info(), verdicts)
+    check = check_result(
+        "conformance/checks/test_delivery_retries.py::test_backoff",
+        "DLV-BACKOFF-01",
+        duration=3.0,
+        message="AssertionError: 0.10 s",
+        chains=(_chain((0.0, 500, 0.0), (0.1, 500, 0.0)),),
+    )
+    page = _page(_requirement("DLV-BACKOFF-01", area="DLV"), check)
     assert "delivery chain <code>slow-target</code>" in page and "<svg class='timeline'" in page
-    restored = CheckResult.from_dict(json.loads(json.dumps(checks[0].to_dict())))
-    assert restored.chains == checks[0].chains, "chains travel from xdist workers as data"
+    restored = CheckResult.from_dict(json.loads(json.dumps(check.to_dict())))
+    assert restored.chains == check.chains, "chains travel from xdist workers as data"
 
 
 def test_html_charts_remaining_requests_for_rate_checks() -> None:
     def limited(at: float, remaining: int, status: int) -> Exchange:
-        return Exchange(
-            method="GET",
-            url="http://127.0.0.1:8765/v1/account/tier",
+        return replace(
+            _exchange(""),
             request_headers=(),
-            request_body="",
             status=status,
             response_headers=(("X-RateLimit-Remaining", str(remaining)),),
-            response_body="",
             elapsed_ms=1.0,
             started_at=1_800_000_000.0 + at,
         )
 
-    checks = [
-        CheckResult(
-            nodeid="conformance/checks/test_rate.py::test_rpm",
-            requirement_ids=("RATE-RPM-01",),
-            outcome=Outcome.FAILED,
-            duration=3.0,
-            message="AssertionError: limited early",
-            exchanges=(limited(0, 2, 200), limited(0.5, 1, 200), limited(1, 0, 429)),
-        )
-    ]
-    page = render_html(_info(), judge([_requirement("RATE-RPM-01", area="RATE")], checks))
+    check = check_result(
+        "conformance/checks/test_rate.py::test_rpm",
+        "RATE-RPM-01",
+        duration=3.0,
+        message="AssertionError: limited early",
+        exchanges=(limited(0, 2, 200), limited(0.5, 1, 200), limited(1, 0, 429)),
+    )
+    page = _page(_requirement("RATE-RPM-01", area="RATE"), check)
     assert "<svg class='ratechart'" in page
     assert page.count("class='served'") == 2 and page.count("class='limited'") == 1

@@ -14,25 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_checks import CATALOG, INI, INTERP, MUST, check_result
 from rich.console import Console
 
-from conformance.catalog import Level, Need, load_catalog
 from conformance.evidence import Exchange
 from conformance.reports import Reproduction
 from conformance.run.allure_report import allure_command, build_allure_report
 from conformance.run.plugin.allure import spec_section
 from conformance.run.summary import RunEnd, summarise
 from conformance.target.profile import parse_profile
-from conformance.verdicts import CheckResult, Outcome, judge
+from conformance.verdicts import Outcome, judge
 
 pytest_plugins = ["pytester"]
-
-_CATALOG = load_catalog()
-MUST = [r.id for r in _CATALOG if r.level is Level.MUST and set(r.needs) <= {Need.BLACK_BOX}]
-INTERP = [
-    r.id for r in _CATALOG if r.level is Level.INTERPRETATION and set(r.needs) <= {Need.BLACK_BOX}
-]
-INI = "[pytest]\ngenapi_checks = .\nfilterwarnings = error\n"
 
 WARNINGS_ONLY = f'''
 import pytest
@@ -76,11 +69,13 @@ def _run(pytester: pytest.Pytester, source: str) -> tuple[Path, pytest.RunResult
     return report_dir, pytester.runpytest("--report-dir", str(report_dir), "-p", "no:xdist")
 
 
-def _junit(report_dir: Path) -> tuple[dict[str, str], dict[str, ET.Element]]:
+def _junit(report_dir: Path) -> tuple[tuple[str, ...], dict[str, ET.Element]]:
+    """The suite's counts of tests, failures, errors and skipped, and its cases by name."""
     suite = ET.parse(report_dir / "junit.xml").getroot().find("testsuite")  # noqa: S314
     assert suite is not None
     cases = {case.get("name", ""): case for case in suite.iter("testcase")}
-    return dict(suite.attrib), cases
+    counts = tuple(suite.get(name, "") for name in ("tests", "failures", "errors", "skipped"))
+    return counts, cases
 
 
 def _allure(report_dir: Path) -> dict[str, dict[str, Any]]:
@@ -97,12 +92,7 @@ def test_a_warnings_only_run_is_green_in_junit_and_allure_and_the_warnings_stay_
     report_dir, result = _run(pytester, WARNINGS_ONLY)
     assert result.ret == pytest.ExitCode.OK
     counts, cases = _junit(report_dir)
-    assert (counts["tests"], counts["failures"], counts["errors"], counts["skipped"]) == (
-        "4",
-        "0",
-        "0",
-        "1",
-    )
+    assert counts == ("4", "0", "0", "1")
     warned = cases["test_breaks_an_interpretation"]
     assert warned.find("failure") is None
     properties = {p.get("name"): p.get("value") for p in warned.iter("property")}
@@ -134,8 +124,8 @@ def test_a_warnings_only_run_is_green_in_junit_and_allure_and_the_warnings_stay_
     line = (report_dir / "allure-results" / rerun["source"]).read_text(encoding="utf-8")
     assert line.strip() == f"genapi-conformance run --only {MUST[0]}"
     description = allure["test_passes"]["description"]
-    assert _CATALOG[MUST[0]].statement in description
-    assert _CATALOG[MUST[0]].quotes[0].splitlines()[0] in description
+    assert CATALOG[MUST[0]].statement in description
+    assert CATALOG[MUST[0]].quotes[0].splitlines()[0] in description
 
 
 def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
@@ -144,12 +134,7 @@ def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
     report_dir, result = _run(pytester, WITH_A_FAILURE)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     counts, cases = _junit(report_dir)
-    assert (counts["tests"], counts["failures"], counts["errors"], counts["skipped"]) == (
-        "5",
-        "1",
-        "0",
-        "1",
-    )
+    assert counts == ("5", "1", "0", "1")
     assert cases["test_fails"].find("failure") is not None
     statuses = Counter(r["status"] for r in _allure(report_dir).values())
     assert statuses == Counter(passed=3, failed=1, skipped=1)
@@ -157,25 +142,15 @@ def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
     data = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
     assert data["requirements"]  # the summary below is fed the same verdicts
     checks = [
-        CheckResult(
-            nodeid="t::fails",
-            requirement_ids=(MUST[2],),
-            outcome=Outcome.FAILED,
-            duration=1.0,
-            message="AssertionError: expected 200, saw 500",
+        check_result(
+            "t::fails", MUST[2], duration=1.0, message="AssertionError: expected 200, saw 500"
         ),
-        CheckResult(
-            nodeid="t::warns",
-            requirement_ids=(INTERP[0],),
-            outcome=Outcome.FAILED,
-            duration=1.0,
-            message="AssertionError: assumed shape not met",
+        check_result(
+            "t::warns", INTERP[0], duration=1.0, message="AssertionError: assumed shape not met"
         ),
-        CheckResult(
-            nodeid="t::passes", requirement_ids=(MUST[0],), outcome=Outcome.PASSED, duration=1.0
-        ),
+        check_result("t::passes", MUST[0], outcome=Outcome.PASSED, duration=1.0),
     ]
-    verdicts = judge([_CATALOG[MUST[0]], _CATALOG[MUST[2]], _CATALOG[INTERP[0]]], checks)
+    verdicts = judge([CATALOG[MUST[0]], CATALOG[MUST[2]], CATALOG[INTERP[0]]], checks)
     out = io.StringIO()
     end = RunEnd(
         target="acme staging",
@@ -185,7 +160,7 @@ def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
         pytest_code=1,
         reproduction=Reproduction(target=("--profile", "acme.toml")),
     )
-    summarise(Console(file=out, width=80), end, _CATALOG)
+    summarise(Console(file=out, width=80), end, CATALOG)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("not conformant: acme staging")
     assert "checks: 3 run: 1 passed, 1 failed, 1 warned, 0 skipped, 0 errors (in 6m12s)" in lines
@@ -198,14 +173,14 @@ def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
     assert "report: /runs/r1/report.html" in lines
 
     quiet = io.StringIO()
-    summarise(Console(file=quiet), end, _CATALOG, quiet=True)
+    summarise(Console(file=quiet), end, CATALOG, quiet=True)
     assert not any(line.startswith(("FAIL", "WARN")) for line in quiet.getvalue().splitlines())
     strict = io.StringIO()
-    passing = judge([_CATALOG[INTERP[0]]], checks[1:2])
+    passing = judge([CATALOG[INTERP[0]]], checks[1:2])
     summarise(
         Console(file=strict),
         RunEnd("t", passing, Path("/r"), 1.0, 0, Reproduction(), strict=True),
-        _CATALOG,
+        CATALOG,
     )
     assert strict.getvalue().startswith("not accepted (--strict)")
 
@@ -292,7 +267,7 @@ def test_spec_section_is_the_text_under_its_heading() -> None:
     text = spec_section("Signature")
     assert text and not text.startswith("#")
     assert "HMAC" in text
-    unresolved = sorted({r.heading for r in _CATALOG if not spec_section(r.heading)})
+    unresolved = sorted({r.heading for r in CATALOG if not spec_section(r.heading)})
     assert unresolved == [], "every requirement's section is embedded in Allure"
 
 
