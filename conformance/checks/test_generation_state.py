@@ -59,8 +59,8 @@ COMPLETES: Final = (
     Scenario(kind="callback_url"),
     Scenario(path="/v1/videos/generate"),
 )
-#: The most generations the run-wide check reads (one GET each); a full run has a few
-#: hundred, and any beyond are counted as not checked.
+#: The most generations the run-wide check reads (one GET each, its client's request
+#: budget); a full run has a few hundred, and any beyond are counted as not checked.
 MAX_COMPARED: Final = 1000
 
 
@@ -180,7 +180,7 @@ def _by_generation(events: list[FinalEvent]) -> dict[str, list[FinalEvent]]:
 
 @pytest.mark.requirement("GEN-CONSIST-01")
 def test_every_final_event_agrees_with_the_read(
-    api: ApiClient, final_events: Callable[[], list[FinalEvent]]
+    make_api: Callable[..., ApiClient], final_events: Callable[[], list[FinalEvent]]
 ) -> None:
     """Run-wide: every generation whose final event reached the suite's receiver, from
     any check on any worker (missed and exhausted deliveries too: the event was received,
@@ -194,6 +194,7 @@ def test_every_final_event_agrees_with_the_read(
     primary key cannot read (another account's) or a read the transport lost. The
     numbers of generations compared and not checked are recorded as measurements.
     """
+    api = make_api(budget=MAX_COMPARED)
     grouped = _by_generation(final_events())
     found: list[Disagreement] = []
     compared = 0
