@@ -15,9 +15,11 @@ and :func:`delivery_deadline`.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import httpx
@@ -36,13 +38,24 @@ __all__ = [
     "COMPLETED",
     "ENVELOPE_FIELDS",
     "FAILED",
+    "FINAL_EVENTS",
+    "MAX_LOGGED_EVENTS",
+    "SAME_PRESENCE",
+    "SAME_VALUE",
     "TARGET_KINDS",
+    "Disagreement",
     "EventLab",
+    "FinalEvent",
+    "FinalEventLog",
     "Generated",
     "Scenario",
     "TargetKind",
+    "disagreements",
+    "final_event",
+    "final_state",
     "foreign_key",
     "other_key",
+    "read_final_events",
     "signing_secret",
     "target_body",
 ]
@@ -51,6 +64,8 @@ __all__ = [
 COMPLETED: Final = "generation.completed"
 FAILED: Final = "generation.failed"
 CANCELLED: Final = "generation.cancelled"
+#: The events that tell a generation's final state (spec §3: completed, failed, cancelled).
+FINAL_EVENTS: Final = frozenset({COMPLETED, FAILED, CANCELLED})
 
 #: The fields of the event envelope (spec §2), the whole strict envelope (spec §4 rule 2).
 ENVELOPE_FIELDS: Final = ("id", "event", "created_at", "api_version", "webhook_id", "data")
@@ -328,3 +343,153 @@ class EventLab:
         finally:
             for endpoint in self._endpoints:
                 endpoint.close()
+
+
+# -- the two channels of a result (GEN-CONSIST-01) --------------------------------------
+
+#: The event data fields the read must show with the same value, and those it must show
+#: set or unset alike (spec §2: output_url null on failure, error_message null on success).
+SAME_VALUE: Final = ("status", "credits_used")
+SAME_PRESENCE: Final = ("output_url", "error_message")
+#: The most final events one process logs for the run-wide comparison: far above a full
+#: run's generations, small enough that a flooding target cannot fill the disk.
+MAX_LOGGED_EVENTS: Final = 5000
+
+
+def _present(value: object) -> bool:
+    return value is not None and value != ""
+
+
+def final_state(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the two channels must agree on, from event data or a read record: the
+    :data:`SAME_VALUE` fields' values and whether each :data:`SAME_PRESENCE` field is set
+    (only presence: an output URL need not be kept to be compared)."""
+    state: dict[str, Any] = {name: data.get(name) for name in SAME_VALUE}
+    state.update({name: _present(data.get(name)) for name in SAME_PRESENCE})
+    return state
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One field on which the webhook and GET /v1/generations/{id} differ."""
+
+    generation_id: str
+    field: str
+    webhook: object
+    read: object
+
+    def describe(self) -> str:
+        """``gen_1: credits_used 0 by webhook, 4 by GET``; presence as set / not set."""
+
+        def shown(value: object) -> str:
+            if self.field in SAME_PRESENCE and isinstance(value, bool):
+                return "set" if value else "not set"
+            return repr(value)
+
+        return (
+            f"{self.generation_id}: {self.field} {shown(self.webhook)} by webhook, "
+            f"{shown(self.read)} by GET"
+        )
+
+
+def disagreements(
+    generation_id: str, event: Mapping[str, Any], record: Mapping[str, Any] | None
+) -> list[Disagreement]:
+    """Where the read *record* (a :func:`final_state`; None: the read held no record of
+    the generation) differs from the *event*'s :func:`final_state`."""
+    if record is None:
+        return [Disagreement(generation_id, "record", "sent", "no object with this id")]
+    return [
+        Disagreement(generation_id, name, event.get(name), record.get(name))
+        for name in (*SAME_VALUE, *SAME_PRESENCE)
+        if event.get(name) != record.get(name)
+    ]
+
+
+@dataclass(frozen=True)
+class FinalEvent:
+    """A final event as the receiver got it: the generation, the event name and the
+    :func:`final_state` its data carried."""
+
+    generation_id: str
+    event: str
+    state: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"generation_id": self.generation_id, "event": self.event, "state": self.state}
+
+
+def final_event(delivery: Delivery) -> FinalEvent | None:
+    """The final event a delivery carries (:data:`FINAL_EVENTS`, a data object naming its
+    generation by ``data.generation_id`` or the Generation header), else None: other
+    events, bodies that are no envelope and tests of a webhook are not results."""
+    try:
+        body = delivery.json()
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(body, dict) or body.get("event") not in FINAL_EVENTS:
+        return None
+    data = body.get("data")
+    if not isinstance(data, dict):
+        return None
+    generation_id = data.get("generation_id") or delivery.header("Generation")
+    if not isinstance(generation_id, str) or not generation_id:
+        return None
+    return FinalEvent(generation_id, str(body["event"]), final_state(data))
+
+
+class FinalEventLog:
+    """Appends the final events one process receives to a JSON-lines file, one line per
+    event as it arrives (so a reader in another process sees them without waiting for
+    this one to end); at most *limit* lines. Thread safe; never raises into the
+    receiver's handler (a line it cannot write is counted in :attr:`lost`)."""
+
+    def __init__(self, path: Path, limit: int = MAX_LOGGED_EVENTS) -> None:
+        self.path = path
+        self.limit = limit
+        self.logged = 0
+        self.lost = 0
+        self._lock = threading.Lock()
+
+    def add(self, delivery: Delivery) -> None:
+        """Log *delivery*'s final event, if it carries one."""
+        found = final_event(delivery)
+        if found is None:
+            return
+        line = json.dumps(found.to_dict(), sort_keys=True) + "\n"
+        with self._lock:
+            if self.logged >= self.limit:
+                self.lost += 1
+                return
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as out:
+                    out.write(line)
+            except OSError:
+                self.lost += 1
+                return
+            self.logged += 1
+
+
+def _lines(folder: Path) -> Iterator[str]:
+    for path in sorted(folder.glob("*.jsonl")):
+        try:
+            yield from path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            continue
+
+
+def read_final_events(folder: Path) -> list[FinalEvent]:
+    """Every final event the run's processes logged in *folder* (:class:`FinalEventLog`),
+    each distinct (generation, event, state) once, in the order read. A torn last line
+    (a writer still busy) is skipped."""
+    seen: dict[str, FinalEvent] = {}
+    for line in _lines(folder):
+        try:
+            item = json.loads(line)
+            found = FinalEvent(str(item["generation_id"]), str(item["event"]), item["state"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(found.state, dict):
+            seen.setdefault(json.dumps(found.to_dict(), sort_keys=True), found)
+    return list(seen.values())

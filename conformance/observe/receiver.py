@@ -289,10 +289,16 @@ class Receiver:
     read their headers under the profile's ``[wire]`` brand word."""
 
     def __init__(
-        self, config: ReceiverProfile | None = None, wire: WireProfile | None = None
+        self,
+        config: ReceiverProfile | None = None,
+        wire: WireProfile | None = None,
+        on_delivery: Callable[[Delivery], None] | None = None,
     ) -> None:
         self.config = config or ReceiverProfile()
         self.wire = wire or WireProfile()
+        #: Called with every delivery kept (an endpoint's or a stray), in the handler
+        #: thread: the run's log of final events (GEN-CONSIST-01) sees every generation.
+        self.on_delivery = on_delivery
         self._lock = threading.Lock()
         self._endpoints: dict[str, Endpoint] = {}
         self._stopping = threading.Event()
@@ -408,12 +414,17 @@ class Receiver:
                 # A late retry for a finished check, or a request nobody asked for.
                 stray = delivery_of(Reply(404))
                 with self._lock:
-                    if len(self.strays) < MAX_STRAYS:
+                    kept = len(self.strays) < MAX_STRAYS
+                    if kept:
                         self.strays.append(stray)
                     else:
                         self.refused[REFUSED_STRAY_OVER_CAP] += 1
+                if kept and self.on_delivery is not None:
+                    self.on_delivery(stray)
                 return Response("no such endpoint\n", status=404, mimetype="text/plain")
             delivery = endpoint._arrive(delivery_of)
+            if self.on_delivery is not None:
+                self.on_delivery(delivery)
             reply = delivery.replied
             if reply.delay:
                 self._stopping.wait(reply.delay)

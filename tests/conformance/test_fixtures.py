@@ -319,6 +319,7 @@ def test_fixture_modules_define_the_fixtures_they_export() -> None:
             "canary_listeners",
             "dns_server",
             "endpoint",
+            "final_events",
             "make_endpoint",
             "receiver",
         ],

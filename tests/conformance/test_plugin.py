@@ -10,6 +10,7 @@ import pytest
 
 from conformance.catalog import Level, Need, load_catalog
 from conformance.run import plugin
+from conformance.run.plugin.channels import EVENTS_DIR, LAST_MODULE
 
 pytest_plugins = ["pytester"]
 
@@ -169,6 +170,21 @@ def test_names_a_rule_it_does_not_cite():
     result.stdout.fnmatch_lines(["*1 failed, 1 passed, 1 warn*"])
 
 
+def _run_under_xdist(checks: pytest.Pytester, report_dir: Path) -> pytest.RunResult:
+    """The checks with two workers, as ``genapi-conformance run`` distributes them."""
+    return checks.runpytest_subprocess(
+        "-p",
+        "xdist",
+        "-n",
+        "2",
+        "--dist",
+        "loadfile",
+        "--report-dir",
+        str(report_dir),
+        timeout=280,
+    )
+
+
 # Nested xdist runs start (and, for the dying check, restart) workers: on a loaded machine
 # that takes minutes, hence the long subprocess timeouts (still under pytest-timeout).
 def test_plugin_under_xdist_gives_same_verdicts(checks: pytest.Pytester) -> None:
@@ -188,17 +204,7 @@ def test_worker_dies():
 '''
     )
     report_dir = checks.path / "out"
-    result = checks.runpytest_subprocess(
-        "-p",
-        "xdist",
-        "-n",
-        "2",
-        "--dist",
-        "loadfile",
-        "--report-dir",
-        str(report_dir),
-        timeout=280,
-    )
+    result = _run_under_xdist(checks, report_dir)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     verdicts = _verdicts(report_dir)
     assert {k: verdicts[k] for k in EXPECTED} == EXPECTED
@@ -555,3 +561,54 @@ def test_verdict_line_of_a_profile_lacking_capabilities(checks: pytest.Pytester)
     assert not coverage["conformant"]
     assert [entry["id"] for entry in coverage["must_not_checked"]] == [left_out]
     result.stdout.fnmatch_lines([f"not checked (1): {left_out}"])
+
+
+def _ordered_checks(checks: pytest.Pytester) -> Path:
+    """Checks in three files, the run-wide module's in the middle of the collection: each
+    other check leaves a mark, and the run-wide one asserts that every mark is there and
+    that the run's final-event log started empty. Returns the report folder, with a stale
+    log of an earlier run in it."""
+    marks = checks.mkdir("marks")
+    leaves = "def test_{0}():\n    (__import__('pathlib').Path({1!r}) / '{0}').touch()\n"
+    checks.makepyfile(
+        test_aa=pytest_mark(MUST[0]) + leaves.format("a1", str(marks)),
+        test_zz=pytest_mark(MUST[1]) + leaves.format("z1", str(marks)),
+    )
+    last = f'''
+import pathlib
+import pytest
+
+@pytest.mark.requirement("{INTERP[0]}")
+def test_runs_last(final_events):
+    assert final_events() == [], "an earlier run's log was cleared"
+    assert sorted(p.name for p in pathlib.Path({str(marks)!r}).iterdir()) == ["a1", "z1"]
+'''
+    (checks.path / LAST_MODULE).write_text(last, encoding="utf-8")
+    report_dir = checks.path / "out"
+    stale = report_dir / EVENTS_DIR / "gw9.jsonl"
+    stale.parent.mkdir(parents=True)
+    stale.write_text(
+        '{"generation_id": "gen_old", "event": "generation.completed", "state": {}}\n',
+        encoding="utf-8",
+    )
+    return report_dir
+
+
+def pytest_mark(requirement: str) -> str:
+    return f'import pytest\n\n@pytest.mark.requirement("{requirement}")\n'
+
+
+def test_plugin_runs_the_run_wide_module_last(checks: pytest.Pytester) -> None:
+    report_dir = _ordered_checks(checks)
+    result = checks.runpytest("--report-dir", str(report_dir))
+    result.assert_outcomes(passed=3)
+    assert _verdicts(report_dir)[INTERP[0]] == "pass"
+    assert not (report_dir / EVENTS_DIR).exists(), "the logs are removed at the end"
+
+
+def test_plugin_runs_the_run_wide_module_last_under_xdist(checks: pytest.Pytester) -> None:
+    report_dir = _ordered_checks(checks)
+    result = _run_under_xdist(checks, report_dir)
+    result.assert_outcomes(passed=3)
+    assert _verdicts(report_dir)[INTERP[0]] == "pass"
+    assert not (report_dir / EVENTS_DIR).exists()

@@ -16,6 +16,8 @@ What it adds to pytest, one concern per module:
 * :mod:`.run`: verdicts per requirement at the end of the run, the reports
   (``results.json``, ``report.html``; with ``--report-dir`` or a profile also
   ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings;
+* :mod:`.channels`: every process logs the final events its receiver gets, and the check
+  that compares them with the reads (GEN-CONSIST-01) runs after every other;
 * :mod:`.junit` and :mod:`.allure`: JUnit and Allure settled against the verdicts once
   the run is over (a warning is never a failure there either), Allure with the evidence.
 
@@ -31,7 +33,7 @@ from typing import Any
 import pytest
 
 from conformance.reports import ALLURE_DIR, JUNIT_NAME
-from conformance.run.plugin import capabilities, citations, results
+from conformance.run.plugin import capabilities, channels, citations, results
 from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.junit import settle_junit
@@ -71,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(module, f"genapi-conformance.{module.__name__}")
     state = resolve(config)
     config.stash[RUN_KEY] = state
+    channels.reset_events(config)
     if state.only:
         unknown_only = state.catalog.unknown(state.only)
         if unknown_only:
@@ -107,6 +110,19 @@ def _settle_artifacts(config: pytest.Config, state: RunState) -> None:
     if allure_dir:
         settle_allure(Path(allure_dir), state.results, state.catalog, reproduction(config, state))
     redact_artifacts(state)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The run-wide check of GEN-CONSIST-01 runs after every other check
+    (:mod:`.channels`)."""
+    channels.order_last(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist (controller): ``--dist loadfile`` runs the run-wide check last."""
+    return channels.scheduler(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)
