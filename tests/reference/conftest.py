@@ -12,6 +12,9 @@ Fixtures for every test under ``tests/reference/`` (webhooks tests included):
     starts a further service (own store unless ``directory`` reuses one); every service
     it started is stopped at teardown. Use it for faults, restarts and tests that spend
     limits (so they never disturb the shared server).
+``receiver``
+    a scripted loopback HTTP target (``scripted_target.Receiver``) on 127.0.0.1, a free
+    port; stopped at teardown.
 
 Helpers (``start_reference``, ``RunningReference``, ``wait_for_status``, ``bearer``)
 live in ``tests/reference/running_reference.py``: ``from running_reference import ...``.
@@ -26,6 +29,7 @@ from pathlib import Path
 
 import pytest
 from running_reference import ReferenceFactory, RunningReference, start_reference
+from scripted_target import Receiver
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +60,12 @@ def reference_factory(tmp_path: Path) -> Iterator[ReferenceFactory]:
     yield factory
     for running in started:
         running.stop()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    target = Receiver().start()
+    try:
+        yield target
+    finally:
+        target.stop()
