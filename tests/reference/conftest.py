@@ -32,6 +32,16 @@ from running_reference import ReferenceFactory, RunningReference, start_referenc
 from scripted_target import Receiver
 
 
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A started scripted loopback target (see module docstring); stopped at teardown."""
+    target = Receiver().start()
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
 @pytest.fixture(scope="session")
 def reference_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningReference]:
     """The shared reference service of this test session (see module docstring)."""
@@ -60,12 +70,3 @@ def reference_factory(tmp_path: Path) -> Iterator[ReferenceFactory]:
     yield factory
     for running in started:
         running.stop()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    target = Receiver().start()
-    try:
-        yield target
-    finally:
-        target.stop()
