@@ -75,24 +75,8 @@ class DeliveryRow:
         )
 
 
-def insert_delivery(
-    conn: sqlite3.Connection,
-    *,
-    delivery_id: str,
-    generation_id: str | None,
-    account_id: str,
-    key_id: str | None,
-    webhook_id: str | None,
-    mode: str,
-    event_type: str,
-    target_url: str,
-    address: str,
-    body: bytes,
-    created_at: str,
-    next_attempt_at: float | None,
-    outcome: str = "pending_retry",
-) -> bool:
-    """Insert a delivery; False when this generation already has one for this event.
+def insert_delivery(conn: sqlite3.Connection, row: DeliveryRow) -> bool:
+    """Insert a new delivery; False when this generation already has one for this event.
 
     The unique index on (generation_id, event_type) makes a repeated final transition
     harmless: one delivery per event and target (spec §3).
@@ -103,23 +87,25 @@ def insert_delivery(
             id, generation_id, account_id, key_id, webhook_id, mode, event_type,
             target_url, address, body, outcome, status_code, attempt_count,
             next_attempt_at, created_at, updated_at
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?)
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         (
-            delivery_id,
-            generation_id,
-            account_id,
-            key_id,
-            webhook_id,
-            mode,
-            event_type,
-            target_url,
-            address,
-            body,
-            outcome,
-            next_attempt_at,
-            created_at,
-            created_at,
+            row.id,
+            row.generation_id,
+            row.account_id,
+            row.key_id,
+            row.webhook_id,
+            row.mode,
+            row.event_type,
+            row.target_url,
+            row.address,
+            row.body,
+            row.outcome,
+            row.status_code,
+            row.attempt_count,
+            row.next_attempt_at,
+            row.created_at,
+            row.created_at,
         ),
     )
     return cursor.rowcount == 1
