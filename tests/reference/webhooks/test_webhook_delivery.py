@@ -49,8 +49,7 @@ async def test_inline_delivery_headers_body_and_signature(
 ) -> None:
     h = await service_factory()
     url = receiver.url("/inline")
-    generation_id = await h.submit({"webhook": {"url": url}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": url}})
     (arrival,) = await receiver.arrived("/inline", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("strict-event-envelope", body)
@@ -76,8 +75,7 @@ async def test_callback_delivery_is_flattened_and_key_signed(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    generation_id = await h.submit({"callback_url": receiver.url("/cb")})
-    h.finish(generation_id, "failed")
+    await h.finished({"callback_url": receiver.url("/cb")}, "failed")
     (arrival,) = await receiver.arrived("/cb", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("callback-body", body)
@@ -93,8 +91,7 @@ async def test_registered_delivery_signed_with_whsec(
 ) -> None:
     h = await service_factory()
     created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/reg")})
-    generation_id = await h.submit({"webhook": {"id": created["id"]}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"id": created["id"]}})
     (arrival,) = await receiver.arrived("/reg", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("strict-event-envelope", body)
@@ -113,8 +110,7 @@ async def test_three_failures_retry_after_1s_then_2s_then_exhausted(
 ) -> None:
     h = await service_factory()
     receiver.script("/fail", [Reply(500), Reply(502), Reply(503)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/fail")}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": receiver.url("/fail")}})
     await receiver.arrived("/fail", 1, timeout_s=5)
     # Between attempts the record says pending_retry (REC-OUTCOME-01 reading).
     await wait_until(
@@ -148,8 +144,7 @@ async def test_failure_then_success_is_delivered(
 ) -> None:
     h = await service_factory()
     receiver.script("/flaky", [Reply(500), Reply(204)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/flaky")}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": receiver.url("/flaky")}})
     await receiver.arrived("/flaky", 2, timeout_s=5)
     record = await _settled(h, generation_id, "delivered", 5)
     assert [a["status"] for a in record["attempts"]] == [500, 204]
@@ -161,8 +156,7 @@ async def test_timeout_counts_as_failure_with_status_0(
 ) -> None:
     h = await service_factory(timeout_s=1.0)
     receiver.script("/slow", [Reply(200, delay_s=3.0)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/slow")}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": receiver.url("/slow")}})
     arrivals = await receiver.arrived("/slow", 2, timeout_s=6)
     # Backoff counts from the END of the timed-out attempt: ~1 s timeout + 1 s backoff.
     gap = arrivals[1].at - arrivals[0].at
@@ -180,8 +174,7 @@ async def test_redirect_is_not_followed(
     h = await service_factory()
     redirect = Reply(302, headers=(("Location", "/canary"),))
     receiver.script("/moved", [redirect, redirect, redirect])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/moved")}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": receiver.url("/moved")}})
     await receiver.arrived("/moved", 3, timeout_s=8)
     record = await _settled(h, generation_id, "exhausted", 5)
     assert receiver.arrivals("/canary") == []
@@ -196,8 +189,7 @@ async def test_connection_refused_is_recorded_and_retried(
     with socket.socket() as probe:  # a loopback port with nobody listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    generation_id = await h.submit({"callback_url": f"http://127.0.0.1:{port}/none"})
-    h.finish(generation_id)
+    generation_id = await h.finished({"callback_url": f"http://127.0.0.1:{port}/none"})
     record = await _settled(h, generation_id, "exhausted", 8)
     assert [a["status"] for a in record["attempts"]] == [0, 0, 0]
     assert all(a["error"] for a in record["attempts"])
@@ -224,8 +216,7 @@ async def test_events_follow_the_subscription(
     binding: dict[str, Any] = {"url": receiver.url("/events")}
     if events is not None:
         binding["events"] = events
-    generation_id = await h.submit({"webhook": binding})
-    h.finish(generation_id, status)
+    generation_id = await h.finished({"webhook": binding}, status)
     # The decision is made in the finishing transaction: the record tells at once.
     deliveries = h.deliveries(generation_id)
     assert len(deliveries) == (1 if delivered else 0)
@@ -267,8 +258,7 @@ async def test_restart_resumes_a_retry_sequence(
     """A stop between attempts loses nothing: the next service makes the rest."""
     h = await service_factory()
     receiver.script("/resume", [Reply(500), Reply(500)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/resume")}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": receiver.url("/resume")}})
     await receiver.arrived("/resume", 1, timeout_s=5)
     await wait_until(lambda: len(_record(h, generation_id)["attempts"]) == 1, 2, "attempt 1")
     await h.service.stop()

@@ -76,6 +76,20 @@ class Harness:
                 self.service.record_binding(conn, generation_id, binding)
         return generation_id
 
+    async def register(self, url: str, events: list[str] | None = None) -> str:
+        """Register a webhook for the harness's account; its id."""
+        body: dict[str, Any] = {"url": url}
+        if events is not None:
+            body["events"] = events
+        created = await self.service.create_webhook(self.account_id, body)
+        return str(created["id"])
+
+    async def finished(self, body: Mapping[str, Any], status: str = "completed") -> str:
+        """A generation submitted with ``body`` and finished with ``status`` at once."""
+        generation_id = await self.submit(body)
+        self.finish(generation_id, status)
+        return generation_id
+
     def finish(self, generation_id: str, status: str = "completed") -> None:
         """What the generation core does at the end: move the generation, enqueue events;
         one commit."""
