@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,23 +56,9 @@ class DeliveryRow:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> DeliveryRow:
-        return cls(
-            id=row["id"],
-            generation_id=row["generation_id"],
-            account_id=row["account_id"],
-            key_id=row["key_id"],
-            webhook_id=row["webhook_id"],
-            mode=row["mode"],
-            event_type=row["event_type"],
-            target_url=row["target_url"],
-            address=row["address"],
-            body=bytes(row["body"]),
-            outcome=row["outcome"],
-            status_code=row["status_code"],
-            attempt_count=row["attempt_count"],
-            next_attempt_at=row["next_attempt_at"],
-            created_at=row["created_at"],
-        )
+        """The row of ``webhook_deliveries`` (its columns are the fields, by name)."""
+        values = {f.name: row[f.name] for f in fields(cls)}
+        return cls(**{**values, "body": bytes(row["body"])})
 
 
 def insert_delivery(conn: sqlite3.Connection, row: DeliveryRow) -> bool:
