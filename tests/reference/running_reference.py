@@ -178,6 +178,14 @@ def wait_for_status(
     )
 
 
+def submit_image(client: httpx.Client, key: str, body: dict[str, Any]) -> str:
+    """POST /v1/images/generate with ``body`` (asserting a 202); the generation's id."""
+    response = client.post("/v1/images/generate", json=body, headers=bearer(key))
+    assert response.status_code == 202, response.text
+    generation_id: str = response.json()["id"]
+    return generation_id
+
+
 def generation_deliveries(
     client: httpx.Client, key: str, generation_id: str
 ) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from running_reference import (
     ReferenceFactory,
     RunningReference,
     bearer,
+    submit_image,
     wait_for_delivery,
     wait_for_status,
 )
@@ -136,13 +137,9 @@ def test_delivery_timeout_flag_bounds_each_attempt_and_warns(
         service = reference_factory(args=["--delivery-timeout", "0.5", "--latency-ms", "0"])
         assert "WARNING: delivery timeout is 0.5 s, not the spec's 10 s" in service.stderr_text()
         client, key = service.client(), service.key("primary")
-        submitted = client.post(
-            "/v1/images/generate",
-            headers=bearer(key),
-            json={"prompt": "timeout", "callback_url": f"http://127.0.0.1:{port}/hook"},
+        generation_id = submit_image(
+            client, key, {"prompt": "timeout", "callback_url": f"http://127.0.0.1:{port}/hook"}
         )
-        assert submitted.status_code == 202, submitted.text
-        generation_id = submitted.json()["id"]
         # Within 8 s, well under the spec's 10 s: the flag took effect.
         record = wait_for_delivery(
             client, key, generation_id, lambda r: bool(r["attempts"]), timeout_s=8.0, interval_s=0.1

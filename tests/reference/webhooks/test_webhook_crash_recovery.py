@@ -11,7 +11,7 @@ import signal
 
 import httpx
 import pytest
-from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_delivery
+from running_reference import ReferenceFactory, RunningReference, submit_image, wait_for_delivery
 from scripted_target import Receiver, Reply
 
 pytestmark = pytest.mark.slow
@@ -23,15 +23,8 @@ def _reader(running: RunningReference) -> tuple[httpx.Client, str]:
 
 
 def _submit(running: RunningReference, url: str) -> str:
-    with httpx.Client(base_url=running.base_url, timeout=5, trust_env=False) as client:
-        response = client.post(
-            "/v1/images/generate",
-            json={"prompt": "crash test", "webhook": {"url": url}},
-            headers=bearer(running.key("primary")),
-        )
-    assert response.status_code == 202, response.text
-    generation_id: str = response.json()["id"]
-    return generation_id
+    body = {"prompt": "crash test", "webhook": {"url": url}}
+    return submit_image(*_reader(running), body)
 
 
 def _restart(reference_factory: ReferenceFactory, running: RunningReference) -> RunningReference:

@@ -8,20 +8,11 @@ Uses ``reference_server`` (shared, provisioned, 127.0.0.1/32 allowlisted) from
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-import httpx
 import pytest
-from running_reference import RunningReference, bearer, wait_for_delivery
+from running_reference import RunningReference, bearer, submit_image, wait_for_delivery
 from scripted_target import Receiver, Reply
 from webhook_harness import assert_schema, parse_body, verify_signature
-
-
-def _submit(client: httpx.Client, key: str, body: dict[str, Any]) -> str:
-    response = client.post("/v1/images/generate", json=body, headers=bearer(key))
-    assert response.status_code == 202, response.text
-    generation_id: str = response.json()["id"]
-    return generation_id
 
 
 def test_console_webhook_lifecycle(reference_server: RunningReference, receiver: Receiver) -> None:
@@ -65,7 +56,7 @@ def test_inline_delivery_listed_and_signed_with_key_secret(
     client = reference_server.client()
     key = reference_server.key("primary")
     secret = reference_server.profile["keys"]["primary"]["signing_secret"]
-    generation_id = _submit(
+    generation_id = submit_image(
         client, key, {"prompt": "a cat", "webhook": {"url": receiver.url("/h")}}
     )
     (arrival,) = receiver.wait_for("/h", 1, timeout_s=10)
@@ -88,7 +79,7 @@ def test_redeliver_over_http(reference_server: RunningReference, receiver: Recei
     client = reference_server.client()
     key = reference_server.key("primary")
     receiver.script("/r", [Reply(500), Reply(500), Reply(500)])
-    generation_id = _submit(client, key, {"prompt": "x", "callback_url": receiver.url("/r")})
+    generation_id = submit_image(client, key, {"prompt": "x", "callback_url": receiver.url("/r")})
     record = wait_for_delivery(client, key, generation_id, "exhausted", timeout_s=15)
     foreign = bearer(reference_server.key("foreign"))
     path = f"/v1/webhooks/deliveries/{record['id']}/redeliver"
