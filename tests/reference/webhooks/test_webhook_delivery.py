@@ -109,8 +109,7 @@ async def test_three_failures_retry_after_1s_then_2s_then_exhausted(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    receiver.script("/fail", [Reply(500), Reply(502), Reply(503)])
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/fail")}})
+    generation_id = await h.deliver_to(receiver, "/fail", [Reply(500), Reply(502), Reply(503)])
     await receiver.arrived("/fail", 1, timeout_s=5)
     # Between attempts the record says pending_retry (REC-OUTCOME-01 reading).
     await wait_until(
@@ -143,8 +142,7 @@ async def test_failure_then_success_is_delivered(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    receiver.script("/flaky", [Reply(500), Reply(204)])
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/flaky")}})
+    generation_id = await h.deliver_to(receiver, "/flaky", [Reply(500), Reply(204)])
     await receiver.arrived("/flaky", 2, timeout_s=5)
     record = await _settled(h, generation_id, "delivered", 5)
     assert [a["status"] for a in record["attempts"]] == [500, 204]
@@ -155,8 +153,7 @@ async def test_timeout_counts_as_failure_with_status_0(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory(timeout_s=1.0)
-    receiver.script("/slow", [Reply(200, delay_s=3.0)])
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/slow")}})
+    generation_id = await h.deliver_to(receiver, "/slow", [Reply(200, delay_s=3.0)])
     arrivals = await receiver.arrived("/slow", 2, timeout_s=6)
     # Backoff counts from the END of the timed-out attempt: ~1 s timeout + 1 s backoff.
     gap = arrivals[1].at - arrivals[0].at
@@ -173,8 +170,7 @@ async def test_redirect_is_not_followed(
 ) -> None:
     h = await service_factory()
     redirect = Reply(302, headers=(("Location", "/canary"),))
-    receiver.script("/moved", [redirect, redirect, redirect])
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/moved")}})
+    generation_id = await h.deliver_to(receiver, "/moved", [redirect, redirect, redirect])
     await receiver.arrived("/moved", 3, timeout_s=8)
     record = await _settled(h, generation_id, "exhausted", 5)
     assert receiver.arrivals("/canary") == []
@@ -257,8 +253,7 @@ async def test_restart_resumes_a_retry_sequence(
 ) -> None:
     """A stop between attempts loses nothing: the next service makes the rest."""
     h = await service_factory()
-    receiver.script("/resume", [Reply(500), Reply(500)])
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/resume")}})
+    generation_id = await h.deliver_to(receiver, "/resume", [Reply(500), Reply(500)])
     await receiver.arrived("/resume", 1, timeout_s=5)
     await wait_until(lambda: len(_record(h, generation_id)["attempts"]) == 1, 2, "attempt 1")
     await h.service.stop()

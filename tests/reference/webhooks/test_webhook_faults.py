@@ -73,8 +73,7 @@ async def test_accepts_private_callback(service_factory: HarnessFactory) -> None
 
 async def test_backoff_too_short(service_factory: HarnessFactory, receiver: Receiver) -> None:
     h = await service_factory(faults=frozenset({"backoff-too-short"}))
-    receiver.script("/b", [Reply(500)] * 3)
-    await h.finished({"webhook": {"url": receiver.url("/b")}})
+    await h.deliver_to(receiver, "/b", [Reply(500)] * 3)
     arrivals = await receiver.arrived("/b", 3, timeout_s=5)
     assert arrivals[1].at - arrivals[0].at < 0.5
 
@@ -121,8 +120,7 @@ async def test_envelope_missing_api_version(
 
 async def test_follows_redirects(service_factory: HarnessFactory, receiver: Receiver) -> None:
     h = await service_factory(faults=frozenset({"follows-redirects"}))
-    receiver.script("/moved", [Reply(302, headers=(("Location", "/canary"),))])
-    await h.finished({"webhook": {"url": receiver.url("/moved")}})
+    await h.deliver_to(receiver, "/moved", [Reply(302, headers=(("Location", "/canary"),))])
     await receiver.arrived("/canary", 1, timeout_s=5)
 
 
@@ -131,8 +129,7 @@ async def test_attempt_count_faults(
     service_factory: HarnessFactory, receiver: Receiver, fault: str, arrivals: int
 ) -> None:
     h = await service_factory(faults=frozenset({fault}))
-    receiver.script("/n", [Reply(500)] * 5)
-    generation_id = await h.finished({"webhook": {"url": receiver.url("/n")}})
+    generation_id = await h.deliver_to(receiver, "/n", [Reply(500)] * 5)
     await wait_until(
         lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 10, "exhausted"
     )

@@ -109,8 +109,7 @@ async def test_redeliver_delivered_or_pending_is_409(
     with pytest.raises(ApiError) as raised:
         await h.service.redeliver(h.account_id, h.deliveries(delivered)[0]["id"])
     assert raised.value.status == 409
-    receiver.script("/wait", [Reply(500)])
-    pending = await h.finished({"webhook": {"url": receiver.url("/wait")}})
+    pending = await h.deliver_to(receiver, "/wait", [Reply(500)])
     await wait_until(
         lambda: len(h.deliveries(pending)[0]["attempts"]) == 1, 5, "first attempt recorded"
     )

@@ -13,7 +13,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,12 @@ class Harness:
         generation_id = await self.submit(body)
         self.finish(generation_id, status)
         return generation_id
+
+    async def deliver_to(self, receiver: Receiver, path: str, replies: Sequence[Reply]) -> str:
+        """A generation finished with an inline webhook on ``path`` of ``receiver``, which
+        answers with ``replies`` (then 200)."""
+        receiver.script(path, replies)
+        return await self.finished({"webhook": {"url": receiver.url(path)}})
 
     def finish(self, generation_id: str, status: str = "completed") -> None:
         """What the generation core does at the end: move the generation, enqueue events;
