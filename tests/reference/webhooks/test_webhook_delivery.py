@@ -14,7 +14,6 @@ import anyio
 import pytest
 from scripted_target import Receiver, Reply
 from webhook_harness import (
-    Harness,
     HarnessFactory,
     assert_schema,
     parse_body,
@@ -25,23 +24,6 @@ from webhook_harness import (
 pytestmark = pytest.mark.anyio
 
 TOLERANCE_S = 0.5
-
-
-def _record(h: Harness, generation_id: str) -> dict[str, Any]:
-    deliveries = h.deliveries(generation_id)
-    assert len(deliveries) == 1, deliveries
-    return deliveries[0]
-
-
-async def _settled(
-    h: Harness, generation_id: str, outcome: str, timeout_s: float
-) -> dict[str, Any]:
-    await wait_until(
-        lambda: any(d["outcome"] == outcome for d in h.deliveries(generation_id)),
-        timeout_s,
-        f"delivery of {generation_id} {outcome}",
-    )
-    return _record(h, generation_id)
 
 
 async def test_inline_delivery_headers_body_and_signature(
@@ -62,7 +44,7 @@ async def test_inline_delivery_headers_body_and_signature(
     assert body["webhook_id"] is None
     assert body["data"]["generation_id"] == generation_id
     verify_signature(arrival.header("x-service-signature"), h.key.signing_secret, arrival.body)
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     assert_schema("delivery-record", record)
     assert record["id"] == body["id"]
     assert record["status_code"] == 200
@@ -99,7 +81,7 @@ async def test_registered_delivery_signed_with_whsec(
     verify_signature(arrival.header("x-service-signature"), created["secret"], arrival.body)
     with pytest.raises(AssertionError):
         verify_signature(arrival.header("x-service-signature"), h.key.signing_secret, arrival.body)
-    await _settled(h, generation_id, "delivered", 5)
+    await h.settled(generation_id, "delivered", 5)
     listing = h.service.webhook_deliveries(h.account_id, created["id"], None, None)
     assert [d["id"] for d in listing["deliveries"]] == [body["id"]]
     assert listing["deliveries"][0]["mode"] == "registered"
@@ -113,14 +95,14 @@ async def test_three_failures_retry_after_1s_then_2s_then_exhausted(
     await receiver.arrived("/fail", 1, timeout_s=5)
     # Between attempts the record says pending_retry (REC-OUTCOME-01 reading).
     await wait_until(
-        lambda: _record(h, generation_id)["attempts"] != [], 2, "first attempt recorded"
+        lambda: h.delivery(generation_id)["attempts"] != [], 2, "first attempt recorded"
     )
-    first = _record(h, generation_id)
+    first = h.delivery(generation_id)
     if len(first["attempts"]) == 1:
         assert first["outcome"] == "pending_retry"
         assert first["next_attempt_at"] is not None
     arrivals = await receiver.arrived("/fail", 3, timeout_s=8)
-    record = await _settled(h, generation_id, "exhausted", 5)
+    record = await h.settled(generation_id, "exhausted", 5)
     assert len(receiver.arrivals("/fail")) == 3  # exhausted is final: never a 4th
     gaps = [arrivals[1].at - arrivals[0].at, arrivals[2].at - arrivals[1].at]
     assert abs(gaps[0] - 1.0) < TOLERANCE_S, gaps
@@ -144,7 +126,7 @@ async def test_failure_then_success_is_delivered(
     h = await service_factory()
     generation_id = await h.deliver_to(receiver, "/flaky", [Reply(500), Reply(204)])
     await receiver.arrived("/flaky", 2, timeout_s=5)
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     assert [a["status"] for a in record["attempts"]] == [500, 204]
     assert record["status_code"] == 204
 
@@ -158,7 +140,7 @@ async def test_timeout_counts_as_failure_with_status_0(
     # Backoff counts from the END of the timed-out attempt: ~1 s timeout + 1 s backoff.
     gap = arrivals[1].at - arrivals[0].at
     assert abs(gap - 2.0) < TOLERANCE_S, gap
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     first = record["attempts"][0]
     assert first["status"] == 0
     assert "1 s" in first["error"]
@@ -172,7 +154,7 @@ async def test_redirect_is_not_followed(
     redirect = Reply(302, headers=(("Location", "/canary"),))
     generation_id = await h.deliver_to(receiver, "/moved", [redirect, redirect, redirect])
     await receiver.arrived("/moved", 3, timeout_s=8)
-    record = await _settled(h, generation_id, "exhausted", 5)
+    record = await h.settled(generation_id, "exhausted", 5)
     assert receiver.arrivals("/canary") == []
     assert [a["status"] for a in record["attempts"]] == [302, 302, 302]
     assert "redirect" in record["attempts"][0]["error"]
@@ -186,7 +168,7 @@ async def test_connection_refused_is_recorded_and_retried(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     generation_id = await h.finished({"callback_url": f"http://127.0.0.1:{port}/none"})
-    record = await _settled(h, generation_id, "exhausted", 8)
+    record = await h.settled(generation_id, "exhausted", 8)
     assert [a["status"] for a in record["attempts"]] == [0, 0, 0]
     assert all(a["error"] for a in record["attempts"])
     assert record["status_code"] == 0
@@ -233,7 +215,7 @@ async def test_slow_target_does_not_hold_up_others(
     h.finish(quick)
     (quick_arrival,) = await receiver.arrived("/quick", 1, timeout_s=1.5)
     assert quick_arrival.at - stuck_arrival.at < 1.5
-    assert _record(h, stuck)["outcome"] == "pending_retry"  # still in flight
+    assert h.delivery(stuck)["outcome"] == "pending_retry"  # still in flight
 
 
 async def test_finish_twice_enqueues_once(
@@ -244,7 +226,7 @@ async def test_finish_twice_enqueues_once(
     h.finish(generation_id)
     h.finish(generation_id)
     await receiver.arrived("/once", 1, timeout_s=5)
-    await _settled(h, generation_id, "delivered", 5)
+    await h.settled(generation_id, "delivered", 5)
     assert len(receiver.arrivals("/once")) == 1
 
 
@@ -255,11 +237,11 @@ async def test_restart_resumes_a_retry_sequence(
     h = await service_factory()
     generation_id = await h.deliver_to(receiver, "/resume", [Reply(500), Reply(500)])
     await receiver.arrived("/resume", 1, timeout_s=5)
-    await wait_until(lambda: len(_record(h, generation_id)["attempts"]) == 1, 2, "attempt 1")
+    await wait_until(lambda: len(h.delivery(generation_id)["attempts"]) == 1, 2, "attempt 1")
     await h.service.stop()
     await anyio.sleep(0)  # let the stopped loop unwind
     again = await service_factory()
     arrivals = await receiver.arrived("/resume", 3, timeout_s=8)
-    record = await _settled(again, generation_id, "delivered", 5)
+    record = await again.settled(generation_id, "delivered", 5)
     assert [a.header("x-service-attempt") for a in arrivals] == ["1", "2", "3"]
     assert [a["status"] for a in record["attempts"]] == [500, 500, 200]

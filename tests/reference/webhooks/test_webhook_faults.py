@@ -16,7 +16,6 @@ from webhook_harness import (
     exhausted_delivery,
     parse_body,
     verify_signature,
-    wait_until,
 )
 
 from reference.faults import FAULTS
@@ -130,9 +129,7 @@ async def test_attempt_count_faults(
 ) -> None:
     h = await service_factory(faults=frozenset({fault}))
     generation_id = await h.deliver_to(receiver, "/n", [Reply(500)] * 5)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 10, "exhausted"
-    )
+    await h.settled(generation_id, "exhausted", 10)
     assert len(receiver.arrivals("/n")) == arrivals
 
 

@@ -90,9 +90,7 @@ async def test_redeliver_to_now_private_target_is_400_even_when_delivered(
     h.rebind(HOST, "127.0.0.1")
     generation_id = await h.finished({"webhook": {"url": f"http://{HOST}:{receiver.port}/ok"}})
     await receiver.arrived("/ok", 1, timeout_s=5)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "delivered", 5, "delivered"
-    )
+    await h.settled(generation_id, "delivered", 5)
     h.rebind(HOST, "127.0.0.2")
     with pytest.raises(ApiError) as raised:
         await h.service.redeliver(h.account_id, h.deliveries(generation_id)[0]["id"])
@@ -105,7 +103,7 @@ async def test_redeliver_delivered_or_pending_is_409(
 ) -> None:
     h = await service_factory()
     delivered = await h.finished({"webhook": {"url": receiver.url("/done")}})
-    await wait_until(lambda: h.deliveries(delivered)[0]["outcome"] == "delivered", 5, "delivered")
+    await h.settled(delivered, "delivered", 5)
     with pytest.raises(ApiError) as raised:
         await h.service.redeliver(h.account_id, h.deliveries(delivered)[0]["id"])
     assert raised.value.status == 409

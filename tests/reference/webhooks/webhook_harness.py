@@ -120,6 +120,21 @@ class Harness:
         deliveries: list[dict[str, Any]] = listing["deliveries"]
         return deliveries
 
+    def delivery(self, generation_id: str) -> dict[str, Any]:
+        """The generation's one delivery record (asserting there is exactly one)."""
+        deliveries = self.deliveries(generation_id)
+        assert len(deliveries) == 1, deliveries
+        return deliveries[0]
+
+    async def settled(self, generation_id: str, outcome: str, timeout_s: float) -> dict[str, Any]:
+        """The generation's one delivery record, once its outcome is ``outcome`` (bounded)."""
+        await wait_until(
+            lambda: any(d["outcome"] == outcome for d in self.deliveries(generation_id)),
+            timeout_s,
+            f"delivery of {generation_id} {outcome}",
+        )
+        return self.delivery(generation_id)
+
 
 def add_account_and_key(conn: sqlite3.Connection, account: str) -> KeyContext:
     account_id = f"acc_{account}"
@@ -192,13 +207,9 @@ async def exhausted_delivery(
     """The id of a delivery to *url* (default: *path* on *receiver*) whose three attempts
     were answered 500, once its outcome is ``exhausted``."""
     receiver.script(path, [Reply(500), Reply(500), Reply(500)])
-    generation_id = await h.submit({"webhook": {"url": url or receiver.url(path)}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": url or receiver.url(path)}})
     await receiver.arrived(path, 3, timeout_s=8)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 5, "exhausted"
-    )
-    return str(h.deliveries(generation_id)[0]["id"])
+    return str((await h.settled(generation_id, "exhausted", 5))["id"])
 
 
 def verify_signature(header: str | None, secret: str, raw_body: bytes) -> int:
