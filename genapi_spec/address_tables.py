@@ -103,6 +103,8 @@ class AddressRange:
     #: host from it (public, an embedding form, or space no catalog statement covers).
     requirement: str | None = None
     ranking: Ranking | None = None
+    #: Why a range outside the registries (``extra``) is not public; None for an entry.
+    reason: str | None = None
 
     @property
     def slug(self) -> str:
@@ -160,6 +162,7 @@ def _range(row: dict[str, Any], public: bool | None) -> AddressRange:
         since=row.get("since"),
         requirement=row.get("requirement"),
         ranking=None if ranking is None else Ranking(ranking),
+        reason=row.get("reason"),
     )
 
 

@@ -23,7 +23,7 @@ from reference.logs import log_event
 
 from . import envelopes, event_faults
 from .envelopes import DEFAULT_EVENTS, EVENT_CANCELLED, EVENT_FOR_STATUS
-from .records import insert_delivery
+from .records import DeliveryRow, insert_delivery
 from .targets import Binding, Targets, binding_from_row
 
 __all__ = ["Events"]
@@ -117,21 +117,7 @@ class Events:
             body = event_faults.body(
                 self.faults, envelope, body, binding.mode, envelopes.callback_body
             )
-        insert_delivery(
-            conn,
-            delivery_id=event_id,
-            generation_id=str(generation["id"]),
-            account_id=binding.account_id,
-            key_id=binding.key_id,
-            webhook_id=binding.webhook_id,
-            mode=binding.mode,
-            event_type=event,
-            target_url=binding.url,
-            address=binding.address,
-            body=envelopes.body_bytes(body),
-            created_at=envelopes.timestamp_now(),
-            next_attempt_at=time.time(),
-        )
+        _queue(conn, binding, event_id, str(generation["id"]), event, body)
         if self.targets.losers:
             for loser in self.targets.losers.pop(str(generation["id"]), ()):
                 _enqueue_loser(conn, loser, envelope)
@@ -146,20 +132,40 @@ def _enqueue_loser(conn: sqlite3.Connection, loser: Binding, envelope: Mapping[s
     event_id = envelopes.new_event_id()
     copy = {**envelope, "id": event_id, "webhook_id": loser.webhook_id}
     body = envelopes.callback_body(copy) if loser.mode == "callback" else copy
+    _queue(conn, loser, event_id, None, str(envelope["event"]), body)
+
+
+def _queue(
+    conn: sqlite3.Connection,
+    binding: Binding,
+    event_id: str,
+    generation_id: str | None,
+    event_type: str,
+    body: Mapping[str, Any],
+) -> None:
+    """Store the delivery of ``body`` to ``binding``, due now (the dispatcher sends it)."""
     insert_delivery(
         conn,
-        delivery_id=event_id,
-        generation_id=None,
-        account_id=loser.account_id,
-        key_id=loser.key_id,
-        webhook_id=loser.webhook_id,
-        mode=loser.mode,
-        event_type=str(envelope["event"]),
-        target_url=loser.url,
-        address=loser.address,
-        body=envelopes.body_bytes(body),
-        created_at=envelopes.timestamp_now(),
-        next_attempt_at=time.time(),
+        DeliveryRow(
+            # The event's,
+            id=event_id,
+            generation_id=generation_id,
+            event_type=event_type,
+            body=envelopes.body_bytes(body),
+            # the binding's,
+            mode=binding.mode,
+            target_url=binding.url,
+            address=binding.address,
+            account_id=binding.account_id,
+            key_id=binding.key_id,
+            webhook_id=binding.webhook_id,
+            # and a new delivery's, due now.
+            outcome="pending_retry",
+            status_code=None,
+            attempt_count=0,
+            created_at=envelopes.timestamp_now(),
+            next_attempt_at=time.time(),
+        ),
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,43 +56,13 @@ class DeliveryRow:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> DeliveryRow:
-        return cls(
-            id=row["id"],
-            generation_id=row["generation_id"],
-            account_id=row["account_id"],
-            key_id=row["key_id"],
-            webhook_id=row["webhook_id"],
-            mode=row["mode"],
-            event_type=row["event_type"],
-            target_url=row["target_url"],
-            address=row["address"],
-            body=bytes(row["body"]),
-            outcome=row["outcome"],
-            status_code=row["status_code"],
-            attempt_count=row["attempt_count"],
-            next_attempt_at=row["next_attempt_at"],
-            created_at=row["created_at"],
-        )
+        """The row of ``webhook_deliveries`` (its columns are the fields, by name)."""
+        values = {f.name: row[f.name] for f in fields(cls)}
+        return cls(**{**values, "body": bytes(row["body"])})
 
 
-def insert_delivery(
-    conn: sqlite3.Connection,
-    *,
-    delivery_id: str,
-    generation_id: str | None,
-    account_id: str,
-    key_id: str | None,
-    webhook_id: str | None,
-    mode: str,
-    event_type: str,
-    target_url: str,
-    address: str,
-    body: bytes,
-    created_at: str,
-    next_attempt_at: float | None,
-    outcome: str = "pending_retry",
-) -> bool:
-    """Insert a delivery; False when this generation already has one for this event.
+def insert_delivery(conn: sqlite3.Connection, row: DeliveryRow) -> bool:
+    """Insert a new delivery; False when this generation already has one for this event.
 
     The unique index on (generation_id, event_type) makes a repeated final transition
     harmless: one delivery per event and target (spec §3).
@@ -103,23 +73,25 @@ def insert_delivery(
             id, generation_id, account_id, key_id, webhook_id, mode, event_type,
             target_url, address, body, outcome, status_code, attempt_count,
             next_attempt_at, created_at, updated_at
-        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, ?, ?, ?)
+        ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         (
-            delivery_id,
-            generation_id,
-            account_id,
-            key_id,
-            webhook_id,
-            mode,
-            event_type,
-            target_url,
-            address,
-            body,
-            outcome,
-            next_attempt_at,
-            created_at,
-            created_at,
+            row.id,
+            row.generation_id,
+            row.account_id,
+            row.key_id,
+            row.webhook_id,
+            row.mode,
+            row.event_type,
+            row.target_url,
+            row.address,
+            row.body,
+            row.outcome,
+            row.status_code,
+            row.attempt_count,
+            row.next_attempt_at,
+            row.created_at,
+            row.created_at,
         ),
     )
     return cursor.rowcount == 1

@@ -215,21 +215,7 @@ class RegisteredWebhooks:
             created_at=envelopes.timestamp_now(),
         )
         with self.store.transaction() as conn:
-            insert_delivery(
-                conn,
-                delivery_id=row.id,
-                generation_id=None,
-                account_id=account_id,
-                key_id=None,
-                webhook_id=webhook_id,
-                mode=row.mode,
-                event_type=row.event_type,
-                target_url=row.target_url,
-                address=row.address,
-                body=row.body,
-                created_at=row.created_at,
-                next_attempt_at=None,  # not for the dispatcher: sent right here
-            )
+            insert_delivery(conn, row)  # next_attempt_at None: sent right here, not queued
         result = await self.attempts.manual(
             row, address=row.address, generation_id=generation_id, trigger="test"
         )

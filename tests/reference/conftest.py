@@ -12,6 +12,9 @@ Fixtures for every test under ``tests/reference/`` (webhooks tests included):
     starts a further service (own store unless ``directory`` reuses one); every service
     it started is stopped at teardown. Use it for faults, restarts and tests that spend
     limits (so they never disturb the shared server).
+``receiver``
+    a scripted loopback HTTP target (``scripted_target.Receiver``) on 127.0.0.1, a free
+    port; stopped at teardown.
 
 Helpers (``start_reference``, ``RunningReference``, ``wait_for_status``, ``bearer``)
 live in ``tests/reference/running_reference.py``: ``from running_reference import ...``.
@@ -26,6 +29,17 @@ from pathlib import Path
 
 import pytest
 from running_reference import ReferenceFactory, RunningReference, start_reference
+from scripted_target import Receiver
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A started scripted loopback target (see module docstring); stopped at teardown."""
+    target = Receiver().start()
+    try:
+        yield target
+    finally:
+        target.stop()
 
 
 @pytest.fixture(scope="session")

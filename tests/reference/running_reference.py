@@ -178,6 +178,48 @@ def wait_for_status(
     )
 
 
+def submit_image(client: httpx.Client, key: str, body: dict[str, Any]) -> str:
+    """POST /v1/images/generate with ``body`` (asserting a 202); the generation's id."""
+    response = client.post("/v1/images/generate", json=body, headers=bearer(key))
+    assert response.status_code == 202, response.text
+    generation_id: str = response.json()["id"]
+    return generation_id
+
+
+def generation_deliveries(
+    client: httpx.Client, key: str, generation_id: str
+) -> list[dict[str, Any]]:
+    """The delivery records of GET /v1/generations/{id}/deliveries (asserting a 200)."""
+    response = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
+    assert response.status_code == 200, response.text
+    records: list[dict[str, Any]] = response.json()["deliveries"]
+    return records
+
+
+def wait_for_delivery(
+    client: httpx.Client,
+    key: str,
+    generation_id: str,
+    until: str | Callable[[dict[str, Any]], bool],
+    timeout_s: float = 20.0,
+    interval_s: float = 0.05,
+) -> dict[str, Any]:
+    """Poll the generation's deliveries until a record meets ``until`` (bounded); return it.
+
+    ``until`` is an outcome (``"delivered"``, ``"exhausted"``) or a test on a record.
+    """
+    done = until if callable(until) else (lambda record: record["outcome"] == until)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = generation_deliveries(client, key, generation_id)
+        for record in records:
+            if done(record):
+                return record
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no delivery of {generation_id} meets {until!r}: {records}")
+        time.sleep(interval_s)  # polling interval, not synchronisation: the deadline bounds it
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 

@@ -6,12 +6,17 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from running_reference import ReferenceFactory, RunningReference, bearer, wait_for_status
+from running_reference import (
+    ReferenceFactory,
+    RunningReference,
+    bearer,
+    submit_image,
+    wait_for_delivery,
+    wait_for_status,
+)
 
 from conformance.target.profile import load_profile
 from reference.__main__ import _parser
@@ -132,23 +137,14 @@ def test_delivery_timeout_flag_bounds_each_attempt_and_warns(
         service = reference_factory(args=["--delivery-timeout", "0.5", "--latency-ms", "0"])
         assert "WARNING: delivery timeout is 0.5 s, not the spec's 10 s" in service.stderr_text()
         client, key = service.client(), service.key("primary")
-        submitted = client.post(
-            "/v1/images/generate",
-            headers=bearer(key),
-            json={"prompt": "timeout", "callback_url": f"http://127.0.0.1:{port}/hook"},
+        generation_id = submit_image(
+            client, key, {"prompt": "timeout", "callback_url": f"http://127.0.0.1:{port}/hook"}
         )
-        assert submitted.status_code == 202, submitted.text
-        generation_id = submitted.json()["id"]
-        deadline = time.monotonic() + 8.0  # well under the spec's 10 s: the flag took effect
-        attempts: list[dict[str, Any]] = []
-        while not attempts:
-            assert time.monotonic() < deadline, "no attempt recorded"
-            listing = client.get(
-                f"/v1/generations/{generation_id}/deliveries", headers=bearer(key)
-            ).json()
-            attempts = [a for d in listing["deliveries"] for a in d["attempts"]]
-            time.sleep(0.1)  # polling interval; the deadline bounds the wait
-    first = attempts[0]
+        # Within 8 s, well under the spec's 10 s: the flag took effect.
+        record = wait_for_delivery(
+            client, key, generation_id, lambda r: bool(r["attempts"]), timeout_s=8.0, interval_s=0.1
+        )
+    first = record["attempts"][0]
     assert first["status"] == 0
     assert first["error"] == "no response within 0.5 s"
     assert 400 <= first["ms"] < 5000  # 0.5 s with scheduling tolerance

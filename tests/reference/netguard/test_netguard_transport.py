@@ -13,7 +13,7 @@ import anyio
 import httpcore
 import httpx
 import pytest
-from loopback_server import Reply, loopback_server
+from scripted_target import Receiver, Reply
 
 from reference.netguard import (
     PINNED_ADDRESS_EXTENSION,
@@ -64,26 +64,29 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return attempts
 
 
-async def test_delivery_goes_to_the_pinned_address_with_the_url_host_header() -> None:
+async def test_delivery_goes_to_the_pinned_address_with_the_url_host_header(
+    receiver: Receiver,
+) -> None:
     """The name is never resolved (.invalid); the server on the pinned IP sees Host."""
-    async with loopback_server() as server, make_delivery_client(5.0) as client:
-        url = f"http://hook.example.invalid:{server.port}/deliver?x=1"
+    async with make_delivery_client(5.0) as client:
+        url = f"http://hook.example.invalid:{receiver.port}/deliver?x=1"
         with anyio.fail_after(DEADLINE_S):
             response = await client.post(url, content=b"{}", extensions=pin("127.0.0.1"))
     assert response.status_code == 200
-    assert [(s.method, s.target) for s in server.seen] == [("POST", "/deliver?x=1")]
-    assert server.seen[0].headers["host"] == f"hook.example.invalid:{server.port}"
-    assert server.seen[0].body == b"{}"
+    seen = receiver.arrivals()
+    assert [(a.method, a.path) for a in seen] == [("POST", "/deliver?x=1")]
+    assert seen[0].header("host") == f"hook.example.invalid:{receiver.port}"
+    assert seen[0].body == b"{}"
 
 
-async def test_ipv4_mapped_pin_connects_to_the_ipv4_address() -> None:
-    async with loopback_server() as server, make_delivery_client(5.0) as client:
+async def test_ipv4_mapped_pin_connects_to_the_ipv4_address(receiver: Receiver) -> None:
+    async with make_delivery_client(5.0) as client:
         with anyio.fail_after(DEADLINE_S):
             response = await client.post(
-                f"http://[::ffff:127.0.0.1]:{server.port}/m", extensions=pin("::ffff:127.0.0.1")
+                f"http://[::ffff:127.0.0.1]:{receiver.port}/m", extensions=pin("::ffff:127.0.0.1")
             )
     assert response.status_code == 200
-    assert server.seen[0].headers["host"] == f"[::ffff:127.0.0.1]:{server.port}"
+    assert receiver.arrivals()[0].header("host") == f"[::ffff:127.0.0.1]:{receiver.port}"
 
 
 @pytest.mark.parametrize(
@@ -160,39 +163,39 @@ async def test_loopback_egress_allows_all_of_127_and_ipv6_loopback() -> None:
     ]
 
 
-async def test_redirects_are_not_followed() -> None:
+async def test_redirects_are_not_followed(receiver: Receiver) -> None:
     """Spec §6: redirects are not followed; the 3xx is the attempt's result."""
-    async with loopback_server() as server, make_delivery_client(5.0) as client:
-        server.replies["/hook"] = Reply(302, {"location": f"http://{server.authority}/canary"})
+    receiver.script("/hook", [Reply(302, headers=(("location", receiver.url("/canary")),))])
+    async with make_delivery_client(5.0) as client:
         with anyio.fail_after(DEADLINE_S):
             response = await client.post(
-                f"http://{server.authority}/hook", content=b"x", extensions=pin("127.0.0.1")
+                receiver.url("/hook"), content=b"x", extensions=pin("127.0.0.1")
             )
     assert response.status_code == 302
-    assert [s.target for s in server.seen] == ["/hook"]
+    assert [a.path for a in receiver.arrivals()] == ["/hook"]
 
 
-async def test_proxy_environment_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_proxy_environment_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, receiver: Receiver
+) -> None:
     """A proxy variable would reroute the delivery around the pin; it is not read."""
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
         monkeypatch.setenv(name, "http://127.0.0.2:9")
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
-    async with loopback_server() as server, make_delivery_client(5.0) as client:
+    async with make_delivery_client(5.0) as client:
         with anyio.fail_after(DEADLINE_S):
-            response = await client.post(
-                f"http://{server.authority}/direct", extensions=pin("127.0.0.1")
-            )
+            response = await client.post(receiver.url("/direct"), extensions=pin("127.0.0.1"))
     assert response.status_code == 200
     # Origin-form target: the request came directly, not through a proxy.
-    assert [s.target for s in server.seen] == ["/direct"]
+    assert [a.path for a in receiver.arrivals()] == ["/direct"]
 
 
-async def test_timeout_bounds_a_silent_target() -> None:
-    async with loopback_server() as server, make_delivery_client(0.3) as client:
-        server.replies["/slow"] = Reply(delay_s=3.0)
+async def test_timeout_bounds_a_silent_target(receiver: Receiver) -> None:
+    receiver.script("/slow", [Reply(delay_s=3.0)])
+    async with make_delivery_client(0.3) as client:
         with anyio.fail_after(DEADLINE_S), pytest.raises(httpx.ReadTimeout):
-            await client.post(f"http://{server.authority}/slow", extensions=pin("127.0.0.1"))
+            await client.post(receiver.url("/slow"), extensions=pin("127.0.0.1"))
 
 
 async def test_refusal_is_a_transport_error_a_delivery_loop_records() -> None:

@@ -3,9 +3,9 @@
 ``service_factory`` builds started ``WebhookService`` harnesses over a fresh store in
 ``tmp_path`` with a test configuration: the receiver's address (127.0.0.1) allowlisted,
 names resolved from a hosts file the test may rewrite (rebinding), a short delivery
-timeout so timeout tests stay fast, and the spec's 1 s / 2 s backoff. ``receiver`` is a
-scripted loopback target; ``canary`` listens on 127.0.0.2 at its port, where a name rebound
-away from the receiver leads. Everything else here talks to 127.0.0.1 only.
+timeout so timeout tests stay fast, and the spec's 1 s / 2 s backoff. ``canary`` listens
+on 127.0.0.2 at the port of ``receiver`` (``tests/reference/conftest.py``), where a name
+rebound away from the receiver leads. Everything else here talks to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -33,15 +33,6 @@ from reference.webhooks import SCHEMA_SQL, WebhookService
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    target = Receiver().start()
-    try:
-        yield target
-    finally:
-        target.stop()
 
 
 @pytest.fixture

@@ -11,11 +11,15 @@ import hashlib
 import hmac
 import json
 import re
-import time
-from typing import Any
 
 import httpx
-from running_reference import ReferenceFactory, RunningReference, bearer
+from running_reference import (
+    ReferenceFactory,
+    RunningReference,
+    bearer,
+    generation_deliveries,
+    wait_for_delivery,
+)
 from scripted_target import Arrival, Receiver, Reply
 
 from reference.auth import SESSION_COOKIE
@@ -44,25 +48,6 @@ def _verified_t(arrival: Arrival, secret: str) -> int:
     digest = hmac.new(key, parts["t"].encode() + b"." + arrival.body, hashlib.sha256).hexdigest()
     assert parts["v1"] == digest.upper()
     return int(parts["t"])
-
-
-def _records(client: httpx.Client, key: str, generation_id: str) -> list[dict[str, Any]]:
-    response = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
-    assert response.status_code == 200, response.text
-    records: list[dict[str, Any]] = response.json()["deliveries"]
-    return records
-
-
-def _wait_outcome(
-    client: httpx.Client, key: str, generation_id: str, outcome: str, timeout_s: float = 20.0
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        records = _records(client, key, generation_id)
-        if records and records[0]["outcome"] == outcome:
-            return records[0]
-        assert time.monotonic() < deadline, records
-        time.sleep(0.05)  # polling interval; the deadline bounds the wait
 
 
 def test_variant_delivery_headers_signature_and_ids(
@@ -111,7 +96,7 @@ def test_variant_retries_keep_their_first_signing_time(
     times = {_verified_t(arrival, secret) for arrival in arrivals}
     assert len(times) == 1
     assert arrivals[2].at - arrivals[0].at >= 2.5
-    record = _wait_outcome(client, key, response.json()["id"], "delivered")
+    record = wait_for_delivery(client, key, response.json()["id"], "delivered")
     assert all(Z_SECONDS.fullmatch(attempt["at"]) for attempt in record["attempts"])
 
 
@@ -128,7 +113,7 @@ def test_variant_timed_out_attempt_recorded_504(
         json={"prompt": "p", "webhook": {"url": receiver.url("/slow")}},
         headers=bearer(key),
     )
-    record = _wait_outcome(client, key, response.json()["id"], "exhausted", timeout_s=30.0)
+    record = wait_for_delivery(client, key, response.json()["id"], "exhausted", timeout_s=30.0)
     assert [attempt["status"] for attempt in record["attempts"]] == [504, 504, 504]
     assert record["status_code"] == 504
 
@@ -145,7 +130,7 @@ def test_variant_redelivery(reference_factory: ReferenceFactory, receiver: Recei
         headers=bearer(key),
     )
     (first,) = receiver.wait_for("/again", 1, 15.0)
-    record = _wait_outcome(client, key, response.json()["id"], "delivered")
+    record = wait_for_delivery(client, key, response.json()["id"], "delivered")
     delivery_id = record["delivery_id"]
     replayed = client.post(f"/v1/webhooks/deliveries/{delivery_id}/redeliver", headers=bearer(key))
     assert replayed.status_code == 200, replayed.text
@@ -154,7 +139,7 @@ def test_variant_redelivery(reference_factory: ReferenceFactory, receiver: Recei
     assert second.header(BRAND + "attempt") == "1"
     assert second.header(BRAND + "delivery") == delivery_id
     assert json.loads(second.body) == json.loads(first.body) and second.body != first.body
-    after = _records(client, key, response.json()["id"])[0]
+    after = generation_deliveries(client, key, response.json()["id"])[0]
     assert [attempt["n"] for attempt in after["attempts"]] == [1, 2]
 
 

@@ -8,50 +8,23 @@ its port across the restart, so the recorded target stays valid.
 from __future__ import annotations
 
 import signal
-import time
-from typing import Any
 
 import httpx
 import pytest
-from running_reference import ReferenceFactory, RunningReference, bearer
+from running_reference import ReferenceFactory, RunningReference, submit_image, wait_for_delivery
 from scripted_target import Receiver, Reply
 
 pytestmark = pytest.mark.slow
 
-POLL_S = 0.02
 
-
-def _records(running: RunningReference, generation_id: str) -> list[dict[str, Any]]:
-    with httpx.Client(base_url=running.base_url, timeout=5, trust_env=False) as client:
-        response = client.get(
-            f"/v1/generations/{generation_id}/deliveries",
-            headers=bearer(running.key("primary")),
-        )
-    assert response.status_code == 200, response.text
-    deliveries: list[dict[str, Any]] = response.json()["deliveries"]
-    return deliveries
-
-
-def _wait(running: RunningReference, generation_id: str, what: str, check: Any) -> dict[str, Any]:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        records = _records(running, generation_id)
-        if records and check(records[0]):
-            return records[0]
-        time.sleep(POLL_S)  # polling interval; the deadline bounds the wait
-    raise AssertionError(f"{what}: not within 15 s")
+def _reader(running: RunningReference) -> tuple[httpx.Client, str]:
+    """A client on ``running`` and the primary key, to read its delivery records."""
+    return running.client(timeout=5), running.key("primary")
 
 
 def _submit(running: RunningReference, url: str) -> str:
-    with httpx.Client(base_url=running.base_url, timeout=5, trust_env=False) as client:
-        response = client.post(
-            "/v1/images/generate",
-            json={"prompt": "crash test", "webhook": {"url": url}},
-            headers=bearer(running.key("primary")),
-        )
-    assert response.status_code == 202, response.text
-    generation_id: str = response.json()["id"]
-    return generation_id
+    body = {"prompt": "crash test", "webhook": {"url": url}}
+    return submit_image(*_reader(running), body)
 
 
 def _restart(reference_factory: ReferenceFactory, running: RunningReference) -> RunningReference:
@@ -69,11 +42,13 @@ def test_kill_between_attempts_loses_no_attempt(
     generation_id = _submit(running, receiver.url("/between"))
     receiver.wait_for("/between", 1, timeout_s=10)
     # Attempt 1 is committed (pending_retry), attempt 2 is 1 s away: kill now.
-    _wait(running, generation_id, "attempt 1 recorded", lambda r: len(r["attempts"]) == 1)
+    wait_for_delivery(
+        *_reader(running), generation_id, lambda r: len(r["attempts"]) == 1, timeout_s=15
+    )
     again = _restart(reference_factory, running)
     killed_after = len(receiver.arrivals("/between"))
     arrivals = receiver.wait_for("/between", 3, timeout_s=15)
-    record = _wait(again, generation_id, "delivered", lambda r: r["outcome"] == "delivered")
+    record = wait_for_delivery(*_reader(again), generation_id, "delivered", timeout_s=15)
     assert killed_after <= 2  # the kill fell inside the retry sequence
     assert [a.header("x-service-attempt") for a in arrivals] == ["1", "2", "3"]
     assert len({a.body for a in arrivals}) == 1
@@ -89,7 +64,7 @@ def test_kill_during_an_attempt_makes_it_again(
     (first,) = receiver.wait_for("/during", 1, timeout_s=10)
     again = _restart(reference_factory, running)  # the attempt is still waiting for a reply
     arrivals = receiver.wait_for("/during", 2, timeout_s=15)
-    record = _wait(again, generation_id, "delivered", lambda r: r["outcome"] == "delivered")
+    record = wait_for_delivery(*_reader(again), generation_id, "delivered", timeout_s=15)
     # Not recorded before the kill, so made again under the same number and event id.
     assert arrivals[1].header("x-service-attempt") == "1"
     assert arrivals[1].header("x-service-delivery") == first.header("x-service-delivery")

@@ -14,7 +14,6 @@ import anyio
 import pytest
 from scripted_target import Receiver, Reply
 from webhook_harness import (
-    Harness,
     HarnessFactory,
     assert_schema,
     parse_body,
@@ -27,30 +26,12 @@ pytestmark = pytest.mark.anyio
 TOLERANCE_S = 0.5
 
 
-def _record(h: Harness, generation_id: str) -> dict[str, Any]:
-    deliveries = h.deliveries(generation_id)
-    assert len(deliveries) == 1, deliveries
-    return deliveries[0]
-
-
-async def _settled(
-    h: Harness, generation_id: str, outcome: str, timeout_s: float
-) -> dict[str, Any]:
-    await wait_until(
-        lambda: any(d["outcome"] == outcome for d in h.deliveries(generation_id)),
-        timeout_s,
-        f"delivery of {generation_id} {outcome}",
-    )
-    return _record(h, generation_id)
-
-
 async def test_inline_delivery_headers_body_and_signature(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
     url = receiver.url("/inline")
-    generation_id = await h.submit({"webhook": {"url": url}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": url}})
     (arrival,) = await receiver.arrived("/inline", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("strict-event-envelope", body)
@@ -63,7 +44,7 @@ async def test_inline_delivery_headers_body_and_signature(
     assert body["webhook_id"] is None
     assert body["data"]["generation_id"] == generation_id
     verify_signature(arrival.header("x-service-signature"), h.key.signing_secret, arrival.body)
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     assert_schema("delivery-record", record)
     assert record["id"] == body["id"]
     assert record["status_code"] == 200
@@ -76,8 +57,7 @@ async def test_callback_delivery_is_flattened_and_key_signed(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    generation_id = await h.submit({"callback_url": receiver.url("/cb")})
-    h.finish(generation_id, "failed")
+    await h.finished({"callback_url": receiver.url("/cb")}, "failed")
     (arrival,) = await receiver.arrived("/cb", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("callback-body", body)
@@ -93,8 +73,7 @@ async def test_registered_delivery_signed_with_whsec(
 ) -> None:
     h = await service_factory()
     created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/reg")})
-    generation_id = await h.submit({"webhook": {"id": created["id"]}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"id": created["id"]}})
     (arrival,) = await receiver.arrived("/reg", 1, timeout_s=5)
     body = parse_body(arrival.body)
     assert_schema("strict-event-envelope", body)
@@ -102,7 +81,7 @@ async def test_registered_delivery_signed_with_whsec(
     verify_signature(arrival.header("x-service-signature"), created["secret"], arrival.body)
     with pytest.raises(AssertionError):
         verify_signature(arrival.header("x-service-signature"), h.key.signing_secret, arrival.body)
-    await _settled(h, generation_id, "delivered", 5)
+    await h.settled(generation_id, "delivered", 5)
     listing = h.service.webhook_deliveries(h.account_id, created["id"], None, None)
     assert [d["id"] for d in listing["deliveries"]] == [body["id"]]
     assert listing["deliveries"][0]["mode"] == "registered"
@@ -112,20 +91,18 @@ async def test_three_failures_retry_after_1s_then_2s_then_exhausted(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    receiver.script("/fail", [Reply(500), Reply(502), Reply(503)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/fail")}})
-    h.finish(generation_id)
+    generation_id = await h.deliver_to(receiver, "/fail", [Reply(500), Reply(502), Reply(503)])
     await receiver.arrived("/fail", 1, timeout_s=5)
     # Between attempts the record says pending_retry (REC-OUTCOME-01 reading).
     await wait_until(
-        lambda: _record(h, generation_id)["attempts"] != [], 2, "first attempt recorded"
+        lambda: h.delivery(generation_id)["attempts"] != [], 2, "first attempt recorded"
     )
-    first = _record(h, generation_id)
+    first = h.delivery(generation_id)
     if len(first["attempts"]) == 1:
         assert first["outcome"] == "pending_retry"
         assert first["next_attempt_at"] is not None
     arrivals = await receiver.arrived("/fail", 3, timeout_s=8)
-    record = await _settled(h, generation_id, "exhausted", 5)
+    record = await h.settled(generation_id, "exhausted", 5)
     assert len(receiver.arrivals("/fail")) == 3  # exhausted is final: never a 4th
     gaps = [arrivals[1].at - arrivals[0].at, arrivals[2].at - arrivals[1].at]
     assert abs(gaps[0] - 1.0) < TOLERANCE_S, gaps
@@ -147,11 +124,9 @@ async def test_failure_then_success_is_delivered(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    receiver.script("/flaky", [Reply(500), Reply(204)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/flaky")}})
-    h.finish(generation_id)
+    generation_id = await h.deliver_to(receiver, "/flaky", [Reply(500), Reply(204)])
     await receiver.arrived("/flaky", 2, timeout_s=5)
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     assert [a["status"] for a in record["attempts"]] == [500, 204]
     assert record["status_code"] == 204
 
@@ -160,14 +135,12 @@ async def test_timeout_counts_as_failure_with_status_0(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory(timeout_s=1.0)
-    receiver.script("/slow", [Reply(200, delay_s=3.0)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/slow")}})
-    h.finish(generation_id)
+    generation_id = await h.deliver_to(receiver, "/slow", [Reply(200, delay_s=3.0)])
     arrivals = await receiver.arrived("/slow", 2, timeout_s=6)
     # Backoff counts from the END of the timed-out attempt: ~1 s timeout + 1 s backoff.
     gap = arrivals[1].at - arrivals[0].at
     assert abs(gap - 2.0) < TOLERANCE_S, gap
-    record = await _settled(h, generation_id, "delivered", 5)
+    record = await h.settled(generation_id, "delivered", 5)
     first = record["attempts"][0]
     assert first["status"] == 0
     assert "1 s" in first["error"]
@@ -179,11 +152,9 @@ async def test_redirect_is_not_followed(
 ) -> None:
     h = await service_factory()
     redirect = Reply(302, headers=(("Location", "/canary"),))
-    receiver.script("/moved", [redirect, redirect, redirect])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/moved")}})
-    h.finish(generation_id)
+    generation_id = await h.deliver_to(receiver, "/moved", [redirect, redirect, redirect])
     await receiver.arrived("/moved", 3, timeout_s=8)
-    record = await _settled(h, generation_id, "exhausted", 5)
+    record = await h.settled(generation_id, "exhausted", 5)
     assert receiver.arrivals("/canary") == []
     assert [a["status"] for a in record["attempts"]] == [302, 302, 302]
     assert "redirect" in record["attempts"][0]["error"]
@@ -196,9 +167,8 @@ async def test_connection_refused_is_recorded_and_retried(
     with socket.socket() as probe:  # a loopback port with nobody listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    generation_id = await h.submit({"callback_url": f"http://127.0.0.1:{port}/none"})
-    h.finish(generation_id)
-    record = await _settled(h, generation_id, "exhausted", 8)
+    generation_id = await h.finished({"callback_url": f"http://127.0.0.1:{port}/none"})
+    record = await h.settled(generation_id, "exhausted", 8)
     assert [a["status"] for a in record["attempts"]] == [0, 0, 0]
     assert all(a["error"] for a in record["attempts"])
     assert record["status_code"] == 0
@@ -224,8 +194,7 @@ async def test_events_follow_the_subscription(
     binding: dict[str, Any] = {"url": receiver.url("/events")}
     if events is not None:
         binding["events"] = events
-    generation_id = await h.submit({"webhook": binding})
-    h.finish(generation_id, status)
+    generation_id = await h.finished({"webhook": binding}, status)
     # The decision is made in the finishing transaction: the record tells at once.
     deliveries = h.deliveries(generation_id)
     assert len(deliveries) == (1 if delivered else 0)
@@ -246,7 +215,7 @@ async def test_slow_target_does_not_hold_up_others(
     h.finish(quick)
     (quick_arrival,) = await receiver.arrived("/quick", 1, timeout_s=1.5)
     assert quick_arrival.at - stuck_arrival.at < 1.5
-    assert _record(h, stuck)["outcome"] == "pending_retry"  # still in flight
+    assert h.delivery(stuck)["outcome"] == "pending_retry"  # still in flight
 
 
 async def test_finish_twice_enqueues_once(
@@ -257,7 +226,7 @@ async def test_finish_twice_enqueues_once(
     h.finish(generation_id)
     h.finish(generation_id)
     await receiver.arrived("/once", 1, timeout_s=5)
-    await _settled(h, generation_id, "delivered", 5)
+    await h.settled(generation_id, "delivered", 5)
     assert len(receiver.arrivals("/once")) == 1
 
 
@@ -266,15 +235,13 @@ async def test_restart_resumes_a_retry_sequence(
 ) -> None:
     """A stop between attempts loses nothing: the next service makes the rest."""
     h = await service_factory()
-    receiver.script("/resume", [Reply(500), Reply(500)])
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/resume")}})
-    h.finish(generation_id)
+    generation_id = await h.deliver_to(receiver, "/resume", [Reply(500), Reply(500)])
     await receiver.arrived("/resume", 1, timeout_s=5)
-    await wait_until(lambda: len(_record(h, generation_id)["attempts"]) == 1, 2, "attempt 1")
+    await wait_until(lambda: len(h.delivery(generation_id)["attempts"]) == 1, 2, "attempt 1")
     await h.service.stop()
     await anyio.sleep(0)  # let the stopped loop unwind
     again = await service_factory()
     arrivals = await receiver.arrived("/resume", 3, timeout_s=8)
-    record = await _settled(again, generation_id, "delivered", 5)
+    record = await again.settled(generation_id, "delivered", 5)
     assert [a.header("x-service-attempt") for a in arrivals] == ["1", "2", "3"]
     assert [a["status"] for a in record["attempts"]] == [500, 500, 200]

@@ -16,7 +16,6 @@ from webhook_harness import (
     exhausted_delivery,
     parse_body,
     verify_signature,
-    wait_until,
 )
 
 from reference.faults import FAULTS
@@ -60,8 +59,7 @@ async def _one_delivery(
     h = await service_factory(faults=frozenset({fault}))
     url = receiver.url(f"/{fault}")
     body = {"callback_url": url} if body_key == "callback_url" else {"webhook": {"url": url}}
-    generation_id = await h.submit(body)
-    h.finish(generation_id, status)
+    await h.finished(body, status)
     (arrival,) = await receiver.arrived(f"/{fault}", 1, timeout_s=5)
     return h, arrival
 
@@ -74,8 +72,7 @@ async def test_accepts_private_callback(service_factory: HarnessFactory) -> None
 
 async def test_backoff_too_short(service_factory: HarnessFactory, receiver: Receiver) -> None:
     h = await service_factory(faults=frozenset({"backoff-too-short"}))
-    receiver.script("/b", [Reply(500)] * 3)
-    h.finish(await h.submit({"webhook": {"url": receiver.url("/b")}}))
+    await h.deliver_to(receiver, "/b", [Reply(500)] * 3)
     arrivals = await receiver.arrived("/b", 3, timeout_s=5)
     assert arrivals[1].at - arrivals[0].at < 0.5
 
@@ -122,8 +119,7 @@ async def test_envelope_missing_api_version(
 
 async def test_follows_redirects(service_factory: HarnessFactory, receiver: Receiver) -> None:
     h = await service_factory(faults=frozenset({"follows-redirects"}))
-    receiver.script("/moved", [Reply(302, headers=(("Location", "/canary"),))])
-    h.finish(await h.submit({"webhook": {"url": receiver.url("/moved")}}))
+    await h.deliver_to(receiver, "/moved", [Reply(302, headers=(("Location", "/canary"),))])
     await receiver.arrived("/canary", 1, timeout_s=5)
 
 
@@ -132,12 +128,8 @@ async def test_attempt_count_faults(
     service_factory: HarnessFactory, receiver: Receiver, fault: str, arrivals: int
 ) -> None:
     h = await service_factory(faults=frozenset({fault}))
-    receiver.script("/n", [Reply(500)] * 5)
-    generation_id = await h.submit({"webhook": {"url": receiver.url("/n")}})
-    h.finish(generation_id)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 10, "exhausted"
-    )
+    generation_id = await h.deliver_to(receiver, "/n", [Reply(500)] * 5)
+    await h.settled(generation_id, "exhausted", 10)
     assert len(receiver.arrivals("/n")) == arrivals
 
 
@@ -184,8 +176,8 @@ async def test_unknown_outcome_accepted(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory(faults=frozenset({"unknown-outcome-accepted"}))
-    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/o")})
-    listing = h.service.webhook_deliveries(h.account_id, created["id"], "success", None)
+    hook_id = await h.register(receiver.url("/o"))
+    listing = h.service.webhook_deliveries(h.account_id, hook_id, "success", None)
     assert listing["total"] == 0
 
 

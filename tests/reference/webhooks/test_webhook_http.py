@@ -8,45 +8,11 @@ Uses ``reference_server`` (shared, provisioned, 127.0.0.1/32 allowlisted) from
 from __future__ import annotations
 
 import base64
-import time
-from typing import Any
 
-import httpx
 import pytest
-from running_reference import RunningReference, bearer
+from running_reference import RunningReference, bearer, submit_image, wait_for_delivery
 from scripted_target import Receiver, Reply
 from webhook_harness import assert_schema, parse_body, verify_signature
-
-POLL_S = 0.05
-
-
-def _deliveries(client: httpx.Client, key: str, generation_id: str) -> dict[str, Any]:
-    response = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
-    assert response.status_code == 200, response.text
-    listing: dict[str, Any] = response.json()
-    return listing
-
-
-def _wait_outcome(
-    client: httpx.Client, key: str, generation_id: str, outcome: str, timeout_s: float = 10.0
-) -> dict[str, Any]:
-    """Poll the generation's deliveries until one has ``outcome`` (bounded by a deadline)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        listing = _deliveries(client, key, generation_id)
-        for record in listing["deliveries"]:
-            if record["outcome"] == outcome:
-                return dict(record)
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {outcome} delivery for {generation_id}: {listing}")
-        time.sleep(POLL_S)  # polling interval; the deadline bounds the wait
-
-
-def _submit(client: httpx.Client, key: str, body: dict[str, Any]) -> str:
-    response = client.post("/v1/images/generate", json=body, headers=bearer(key))
-    assert response.status_code == 202, response.text
-    generation_id: str = response.json()["id"]
-    return generation_id
 
 
 def test_console_webhook_lifecycle(reference_server: RunningReference, receiver: Receiver) -> None:
@@ -90,7 +56,7 @@ def test_inline_delivery_listed_and_signed_with_key_secret(
     client = reference_server.client()
     key = reference_server.key("primary")
     secret = reference_server.profile["keys"]["primary"]["signing_secret"]
-    generation_id = _submit(
+    generation_id = submit_image(
         client, key, {"prompt": "a cat", "webhook": {"url": receiver.url("/h")}}
     )
     (arrival,) = receiver.wait_for("/h", 1, timeout_s=10)
@@ -98,7 +64,7 @@ def test_inline_delivery_listed_and_signed_with_key_secret(
     assert_schema("strict-event-envelope", body)
     assert body["data"]["generation_id"] == generation_id
     verify_signature(arrival.header("x-service-signature"), secret, arrival.body)
-    record = _wait_outcome(client, key, generation_id, "delivered")
+    record = wait_for_delivery(client, key, generation_id, "delivered")
     assert_schema("delivery-record", record)
     assert record["mode"] == "inline" and record["id"] == body["id"]
     foreign = bearer(reference_server.key("foreign"))
@@ -113,8 +79,8 @@ def test_redeliver_over_http(reference_server: RunningReference, receiver: Recei
     client = reference_server.client()
     key = reference_server.key("primary")
     receiver.script("/r", [Reply(500), Reply(500), Reply(500)])
-    generation_id = _submit(client, key, {"prompt": "x", "callback_url": receiver.url("/r")})
-    record = _wait_outcome(client, key, generation_id, "exhausted", timeout_s=15)
+    generation_id = submit_image(client, key, {"prompt": "x", "callback_url": receiver.url("/r")})
+    record = wait_for_delivery(client, key, generation_id, "exhausted", timeout_s=15)
     foreign = bearer(reference_server.key("foreign"))
     path = f"/v1/webhooks/deliveries/{record['id']}/redeliver"
     assert client.post(path, headers=foreign).status_code == 404
@@ -178,7 +144,7 @@ def test_credentials_in_a_target_url_are_sent_as_basic_auth_and_never_echoed(
     (arrival,) = receiver.wait_for("/creds", 1, timeout_s=10)
     basic = base64.b64encode(f"hook-user:{password}".encode()).decode()
     assert arrival.header("authorization") == f"Basic {basic}"
-    record = _wait_outcome(client, key, generation_id, "delivered")
+    record = wait_for_delivery(client, key, generation_id, "delivered")
     assert record["target_url"] == masked
     shown = client.get(f"/v1/generations/{generation_id}", headers=bearer(key))
     listing = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))

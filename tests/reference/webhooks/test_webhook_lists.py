@@ -15,12 +15,11 @@ pytestmark = pytest.mark.anyio
 
 async def _webhook_with_deliveries(service_factory: HarnessFactory, receiver: Receiver, count: int):  # type: ignore[no-untyped-def]
     h = await service_factory()
-    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/list")})
+    hook_id = await h.register(receiver.url("/list"))
     receiver.script("/list", [Reply(200)] * count)
     generations = []
     for _ in range(count):
-        generation_id = await h.submit({"webhook": {"id": created["id"]}})
-        h.finish(generation_id)
+        generation_id = await h.finished({"webhook": {"id": hook_id}})
         generations.append(generation_id)
     await receiver.arrived("/list", count, timeout_s=5)
     await wait_until(
@@ -28,7 +27,7 @@ async def _webhook_with_deliveries(service_factory: HarnessFactory, receiver: Re
         5,
         "all delivered",
     )
-    return h, created["id"], generations
+    return h, hook_id, generations
 
 
 async def test_list_filters_limits_and_totals(
@@ -60,9 +59,9 @@ async def test_unknown_outcome_or_bad_limit_is_400(
     service_factory: HarnessFactory, receiver: Receiver, outcome: str | None, limit: str | None
 ) -> None:
     h = await service_factory()
-    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/x")})
+    hook_id = await h.register(receiver.url("/x"))
     with pytest.raises(ApiError) as raised:
-        h.service.webhook_deliveries(h.account_id, created["id"], outcome, limit)
+        h.service.webhook_deliveries(h.account_id, hook_id, outcome, limit)
     assert raised.value.status == 400
 
 
@@ -86,15 +85,14 @@ async def test_generation_list_covers_every_mode(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/m")})
+    hook_id = await h.register(receiver.url("/m"))
     bodies: dict[str, dict[str, Any]] = {
-        "registered": {"webhook": {"id": created["id"]}},
+        "registered": {"webhook": {"id": hook_id}},
         "inline": {"webhook": {"url": receiver.url("/m")}},
         "callback": {"callback_url": receiver.url("/m")},
     }
     for mode, body in bodies.items():
-        generation_id = await h.submit(body)
-        h.finish(generation_id)
+        generation_id = await h.finished(body)
         # Enqueued in the finishing transaction: the record exists at once.
         listing = h.service.generation_deliveries(h.account_id, generation_id)
         assert_schema("delivery-list", listing)
@@ -124,15 +122,15 @@ async def test_deleting_a_webhook_stops_its_deliveries(
 ) -> None:
     """Pending retries end ``failed``; events after the delete are not sent at all."""
     h = await service_factory()
-    created = await h.service.create_webhook(h.account_id, {"url": receiver.url("/gone")})
+    hook_id = await h.register(receiver.url("/gone"))
     receiver.script("/gone", [Reply(500)])
-    retrying = await h.submit({"webhook": {"id": created["id"]}})
-    later = await h.submit({"webhook": {"id": created["id"]}})
+    retrying = await h.submit({"webhook": {"id": hook_id}})
+    later = await h.submit({"webhook": {"id": hook_id}})
     h.finish(retrying)
     await wait_until(
         lambda: len(h.deliveries(retrying)[0]["attempts"]) == 1, 5, "first attempt recorded"
     )
-    h.service.delete_webhook(h.account_id, created["id"])
+    h.service.delete_webhook(h.account_id, hook_id)
     h.finish(later)
     assert h.deliveries(retrying)[0]["outcome"] == "failed"
     assert h.deliveries(later) == []

@@ -88,12 +88,9 @@ async def test_redeliver_to_now_private_target_is_400_even_when_delivered(
     """Spec §3 row "any": re-validation comes before the state check."""
     h = await service_factory()
     h.rebind(HOST, "127.0.0.1")
-    generation_id = await h.submit({"webhook": {"url": f"http://{HOST}:{receiver.port}/ok"}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": f"http://{HOST}:{receiver.port}/ok"}})
     await receiver.arrived("/ok", 1, timeout_s=5)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "delivered", 5, "delivered"
-    )
+    await h.settled(generation_id, "delivered", 5)
     h.rebind(HOST, "127.0.0.2")
     with pytest.raises(ApiError) as raised:
         await h.service.redeliver(h.account_id, h.deliveries(generation_id)[0]["id"])
@@ -105,15 +102,12 @@ async def test_redeliver_delivered_or_pending_is_409(
     service_factory: HarnessFactory, receiver: Receiver
 ) -> None:
     h = await service_factory()
-    delivered = await h.submit({"webhook": {"url": receiver.url("/done")}})
-    h.finish(delivered)
-    await wait_until(lambda: h.deliveries(delivered)[0]["outcome"] == "delivered", 5, "delivered")
+    delivered = await h.finished({"webhook": {"url": receiver.url("/done")}})
+    await h.settled(delivered, "delivered", 5)
     with pytest.raises(ApiError) as raised:
         await h.service.redeliver(h.account_id, h.deliveries(delivered)[0]["id"])
     assert raised.value.status == 409
-    receiver.script("/wait", [Reply(500)])
-    pending = await h.submit({"webhook": {"url": receiver.url("/wait")}})
-    h.finish(pending)
+    pending = await h.deliver_to(receiver, "/wait", [Reply(500)])
     await wait_until(
         lambda: len(h.deliveries(pending)[0]["attempts"]) == 1, 5, "first attempt recorded"
     )

@@ -18,14 +18,6 @@ HOOK = "http://127.0.0.1:9/hook"
 CALLBACK = "http://127.0.0.1:9/callback"
 
 
-async def _register(harness, url: str = HOOK, events: list[str] | None = None) -> str:  # type: ignore[no-untyped-def]
-    body: dict[str, object] = {"url": url}
-    if events is not None:
-        body["events"] = events
-    created = await harness.service.create_webhook(harness.account_id, body)
-    return str(created["id"])
-
-
 async def test_no_target_gives_no_binding(service_factory: HarnessFactory) -> None:
     h = await service_factory()
     assert await h.service.select_target({"prompt": "x"}, h.key) is None
@@ -33,7 +25,7 @@ async def test_no_target_gives_no_binding(service_factory: HarnessFactory) -> No
 
 async def test_webhook_id_wins_over_url_and_callback(service_factory: HarnessFactory) -> None:
     h = await service_factory()
-    hook_id = await _register(h)
+    hook_id = await h.register(HOOK)
     body = {"webhook": {"id": hook_id, "url": CALLBACK + "-inline"}, "callback_url": CALLBACK}
     binding = await h.service.select_target(body, h.key)
     assert binding is not None
@@ -100,7 +92,7 @@ async def test_unknown_webhook_id_is_404(service_factory: HarnessFactory) -> Non
 
 async def test_foreign_webhook_id_is_404(service_factory: HarnessFactory) -> None:
     h = await service_factory()
-    hook_id = await _register(h)
+    hook_id = await h.register(HOOK)
     foreign = add_foreign_key(h)
     with pytest.raises(ApiError) as raised:
         await h.service.select_target({"webhook": {"id": hook_id}}, foreign)
@@ -109,7 +101,7 @@ async def test_foreign_webhook_id_is_404(service_factory: HarnessFactory) -> Non
 
 async def test_deleted_webhook_id_is_404(service_factory: HarnessFactory) -> None:
     h = await service_factory()
-    hook_id = await _register(h)
+    hook_id = await h.register(HOOK)
     h.service.delete_webhook(h.account_id, hook_id)
     with pytest.raises(ApiError) as raised:
         await h.service.select_target({"webhook": {"id": hook_id}}, h.key)
@@ -144,7 +136,7 @@ async def test_registered_events_apply_unless_binding_names_its_own(
     service_factory: HarnessFactory,
 ) -> None:
     h = await service_factory()
-    hook_id = await _register(h, events=["generation.failed"])
+    hook_id = await h.register(HOOK, events=["generation.failed"])
     plain = await h.service.select_target({"webhook": {"id": hook_id}}, h.key)
     own = await h.service.select_target(
         {"webhook": {"id": hook_id, "events": ["generation.completed"]}}, h.key

@@ -13,7 +13,7 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,26 @@ class Harness:
                 self.service.record_binding(conn, generation_id, binding)
         return generation_id
 
+    async def register(self, url: str, events: list[str] | None = None) -> str:
+        """Register a webhook for the harness's account; its id."""
+        body: dict[str, Any] = {"url": url}
+        if events is not None:
+            body["events"] = events
+        created = await self.service.create_webhook(self.account_id, body)
+        return str(created["id"])
+
+    async def finished(self, body: Mapping[str, Any], status: str = "completed") -> str:
+        """A generation submitted with ``body`` and finished with ``status`` at once."""
+        generation_id = await self.submit(body)
+        self.finish(generation_id, status)
+        return generation_id
+
+    async def deliver_to(self, receiver: Receiver, path: str, replies: Sequence[Reply]) -> str:
+        """A generation finished with an inline webhook on ``path`` of ``receiver``, which
+        answers with ``replies`` (then 200)."""
+        receiver.script(path, replies)
+        return await self.finished({"webhook": {"url": receiver.url(path)}})
+
     def finish(self, generation_id: str, status: str = "completed") -> None:
         """What the generation core does at the end: move the generation, enqueue events;
         one commit."""
@@ -99,6 +119,21 @@ class Harness:
         listing = self.service.generation_deliveries(self.key.account_id, generation_id)
         deliveries: list[dict[str, Any]] = listing["deliveries"]
         return deliveries
+
+    def delivery(self, generation_id: str) -> dict[str, Any]:
+        """The generation's one delivery record (asserting there is exactly one)."""
+        deliveries = self.deliveries(generation_id)
+        assert len(deliveries) == 1, deliveries
+        return deliveries[0]
+
+    async def settled(self, generation_id: str, outcome: str, timeout_s: float) -> dict[str, Any]:
+        """The generation's one delivery record, once its outcome is ``outcome`` (bounded)."""
+        await wait_until(
+            lambda: any(d["outcome"] == outcome for d in self.deliveries(generation_id)),
+            timeout_s,
+            f"delivery of {generation_id} {outcome}",
+        )
+        return self.delivery(generation_id)
 
 
 def add_account_and_key(conn: sqlite3.Connection, account: str) -> KeyContext:
@@ -172,13 +207,9 @@ async def exhausted_delivery(
     """The id of a delivery to *url* (default: *path* on *receiver*) whose three attempts
     were answered 500, once its outcome is ``exhausted``."""
     receiver.script(path, [Reply(500), Reply(500), Reply(500)])
-    generation_id = await h.submit({"webhook": {"url": url or receiver.url(path)}})
-    h.finish(generation_id)
+    generation_id = await h.finished({"webhook": {"url": url or receiver.url(path)}})
     await receiver.arrived(path, 3, timeout_s=8)
-    await wait_until(
-        lambda: h.deliveries(generation_id)[0]["outcome"] == "exhausted", 5, "exhausted"
-    )
-    return str(h.deliveries(generation_id)[0]["id"])
+    return str((await h.settled(generation_id, "exhausted", 5))["id"])
 
 
 def verify_signature(header: str | None, secret: str, raw_body: bytes) -> int:

@@ -1,9 +1,11 @@
-"""A scripted webhook target for the reference's own tests (loopback only).
+"""A scripted HTTP target for the reference's own tests (loopback only).
 
 One threaded HTTP server; each path gets a script of replies (status, delay, headers) and
-every arrival is captured raw (body bytes, headers, monotonic arrival time taken in the
-handler, before the reply). Tests wait for "N arrivals on this path within T" instead of
-sleeping. A reply delay is an interruptible wait, so teardown never hangs on a handler.
+every arrival is captured raw (request target as sent, body bytes, headers, monotonic
+arrival time taken in the handler, before the reply). Tests wait for "N arrivals on this
+path within T" instead of sleeping. A reply delay is an interruptible wait, so teardown
+never hangs on a handler. The webhook tests use it as their target, the netguard transport
+tests to see where a pinned connection really went (Host header, request target).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Arrival:
+    #: The request target as the server read it (origin-form, query included).
     path: str
     method: str
     headers: dict[str, str]
@@ -135,9 +138,10 @@ class Receiver:
             self._cond.notify_all()
             return reply
 
-    def arrivals(self, path: str) -> list[Arrival]:
+    def arrivals(self, path: str | None = None) -> list[Arrival]:
+        """The arrivals on ``path`` so far (every arrival, on any path, without one)."""
         with self._cond:
-            return self._on(path)
+            return self._on(path) if path is not None else list(self._state.arrivals)
 
     async def arrived(self, path: str, count: int, timeout_s: float) -> list[Arrival]:
         """``wait_for`` without blocking the event loop (the service runs on it)."""
