@@ -169,6 +169,9 @@ class TimingProfile:
     #: The longest one request may take, from sending it to the last byte of the answer
     #: (a target that hangs or drips its answer is cut off there, not waited for).
     request_timeout_seconds: float = 30.0
+    #: The longest a whole run may take: a check still going then is stopped, and the
+    #: checks not started are reported as not run (errors, never passes).
+    run_ceiling_seconds: float = 3600.0
 
 
 @dataclass(frozen=True)
@@ -300,6 +303,7 @@ class Profile:
             "timing": {
                 "tolerance_seconds": self.timing.tolerance_seconds,
                 "request_timeout_seconds": self.timing.request_timeout_seconds,
+                "run_ceiling_seconds": self.timing.run_ceiling_seconds,
             },
             "wire": {
                 "header_brand": self.wire.header_brand,
@@ -475,6 +479,7 @@ def _build(document: Mapping[str, Any], env: Mapping[str, str], source: str) -> 
         timing=TimingProfile(
             tolerance_seconds=float(timing.get("tolerance_seconds", 0.6)),
             request_timeout_seconds=float(timing.get("request_timeout_seconds", 30.0)),
+            run_ceiling_seconds=float(timing.get("run_ceiling_seconds", 3600.0)),
         ),
         wire=WireProfile(**document.get("wire", {})),
         rate=RateProfile(**document.get("rate", {})),

@@ -16,6 +16,8 @@ What it adds to pytest, one concern per module:
 * :mod:`.run`: verdicts per requirement at the end of the run, the reports
   (``results.json``, ``report.html``; with ``--report-dir`` or a profile also
   ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings;
+* :mod:`.ceiling`: no run goes on past the profile's ``[timing] run_ceiling_seconds``: a
+  check still going then is stopped, the rest are not run (errors, never passes);
 * :mod:`.channels`: every process logs the final events its receiver gets, and the check
   that compares them with the reads (GEN-CONSIST-01) runs after every other;
 * :mod:`.junit` and :mod:`.allure`: JUnit and Allure settled against the verdicts once
@@ -33,7 +35,7 @@ from typing import Any
 import pytest
 
 from conformance.reports import ALLURE_DIR, JUNIT_NAME
-from conformance.run.plugin import capabilities, channels, citations, results
+from conformance.run.plugin import capabilities, ceiling, channels, citations, results
 from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.junit import settle_junit
@@ -41,7 +43,14 @@ from conformance.run.plugin.options import NEEDS_MARKERS, add_options, register_
 from conformance.run.plugin.redaction import redact_artifacts
 from conformance.run.plugin.results import CHECK_RESULT_KEY, is_warning
 from conformance.run.plugin.run import RunHooks, reproduction
-from conformance.run.plugin.state import RUN_KEY, WORKER_REPORT_DIR, RunState, resolve, run_state
+from conformance.run.plugin.state import (
+    RUN_KEY,
+    WORKER_DEADLINE,
+    WORKER_REPORT_DIR,
+    RunState,
+    resolve,
+    run_state,
+)
 
 __all__ = [
     "CHECK_RESULT_KEY",
@@ -69,7 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     # The hook modules: registered here (this package imports them), not by name.
-    for module in (citations, capabilities, results):
+    for module in (citations, capabilities, results, ceiling):
         config.pluginmanager.register(module, f"genapi-conformance.{module.__name__}")
     state = resolve(config)
     config.stash[RUN_KEY] = state
@@ -127,5 +136,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist (controller): workers write Allure results into the same folder."""
-    node.workerinput[WORKER_REPORT_DIR] = str(run_state(node.config).report_dir)
+    """pytest-xdist (controller): workers write Allure results into the same folder and
+    keep the run's deadline."""
+    state = run_state(node.config)
+    node.workerinput[WORKER_REPORT_DIR] = str(state.report_dir)
+    node.workerinput[WORKER_DEADLINE] = state.deadline

@@ -11,6 +11,7 @@ worker, else a fresh ``reports/<UTC timestamp>/``.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,7 @@ from conformance.verdicts import CheckResult, RunVerdicts
 
 __all__ = [
     "RUN_KEY",
+    "WORKER_DEADLINE",
     "WORKER_REPORT_DIR",
     "Preloaded",
     "RunState",
@@ -36,6 +38,8 @@ __all__ = [
 
 #: The xdist worker input that carries the controller's report folder.
 WORKER_REPORT_DIR = "genapi_report_dir"
+#: The xdist worker input that carries the run's deadline (see :mod:`.ceiling`).
+WORKER_DEADLINE = "genapi_deadline"
 
 
 @dataclass
@@ -53,6 +57,9 @@ class RunState:
     #: The arguments of ``genapi-conformance run`` that name this run's target, for rerun
     #: lines (see :class:`Preloaded`).
     target_args: tuple[str, ...] = ()
+    #: When the run's ceiling passes (epoch seconds; None without a profile): fixed by
+    #: the controller when the run starts, handed to the workers (:mod:`.ceiling`).
+    deadline: float | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     results: dict[str, CheckResult] = field(default_factory=dict)
     requirements_by_nodeid: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -113,6 +120,11 @@ def resolve(config: pytest.Config) -> RunState:
             raise pytest.UsageError(str(error)) from None
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     explicit_dir = config.getoption("genapi_report_dir")
+    deadline: float | None = None
+    if workerinput is not None:
+        deadline = workerinput.get(WORKER_DEADLINE)
+    elif profile is not None:
+        deadline = time.time() + profile.timing.run_ceiling_seconds
     if workerinput is not None and workerinput.get(WORKER_REPORT_DIR):
         report_dir = Path(workerinput[WORKER_REPORT_DIR])
     elif explicit_dir:
@@ -129,4 +141,5 @@ def resolve(config: pytest.Config) -> RunState:
         only=tuple(config.getoption("genapi_only")),
         areas=tuple(config.getoption("genapi_area")),
         target_args=target_args,
+        deadline=deadline,
     )
