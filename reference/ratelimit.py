@@ -18,7 +18,9 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from reference.clock import CLOCK, day_of, next_midnight
 from reference.errors import ApiError
@@ -97,18 +99,26 @@ _COUNT_DAY = (
     "INSERT INTO request_counts (key_id, day, count) SELECT ?, ?, 1 WHERE ? > 0 "
     "ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1 WHERE count < ?"
 )
-#: The stored minute window of one key (``shared`` mode; params: key, now less a minute).
+#: The stored minute window of one key (``shared`` mode): the requests admitted in it
+#: (the key's counter less its rows not yet pruned) and the oldest admission in it.
 _WINDOW_SQL = (
-    "SELECT COUNT(*) AS used, MIN(at) AS oldest FROM rate_window WHERE counted_as = ? AND at > ?"
+    "SELECT COALESCE((SELECT used FROM rate_used WHERE counted_as = :key), 0) "
+    "- (SELECT COUNT(*) FROM rate_window WHERE counted_as = :key AND at <= :start) AS used, "
+    "(SELECT MIN(at) FROM rate_window WHERE counted_as = :key AND at > :start) AS oldest"
 )
+
+
 #: The zone of the fault DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT: a fixed offset, so the
 #: fault is the same whatever the process's TZ.
 _LOCAL_UTC_OFFSET_S = 5.5 * 3600
 
 
-def _used_and_oldest(row: sqlite3.Row, now: float) -> tuple[int, float]:
-    """Requests in a stored minute window and its oldest admission (``now`` if none),
-    from a row of :data:`_WINDOW_SQL`."""
+def _stored_window(
+    run: Callable[[str, dict[str, Any]], list[sqlite3.Row]], counted_as: str, now: float
+) -> tuple[int, float]:
+    """Requests in a stored minute window at ``now`` and its oldest admission (``now``
+    if none); ``run`` reads through the store or a connection in a transaction."""
+    row = run(_WINDOW_SQL, {"key": counted_as, "start": now - WINDOW_S})[0]
     oldest = row["oldest"]
     return int(row["used"]), now if oldest is None else float(oldest)
 
@@ -184,8 +194,7 @@ class RateLimiter:
         """Where the key stands in its current minute (for 429s raised elsewhere)."""
         if self._shared:
             now = time.time()
-            row = self._store.read(_WINDOW_SQL, (key_id, now - WINDOW_S))[0]
-            used, oldest = _used_and_oldest(row, now)
+            used, oldest = _stored_window(self._store.read, key_id, now)
         else:
             now = time.monotonic()
             with self._lock:
@@ -254,27 +263,34 @@ class RateLimiter:
         )
 
     def _admit_shared(self, key_id: str, counted_as: str, tier: Tier, enforced: int) -> WindowState:
-        """``admit`` over the store: the minute window and the day's count change in one
-        ``BEGIN IMMEDIATE`` transaction, so no process admits past either limit. Wall
-        clock times, the one clock every process shares."""
-        day, per_day = self._request_day(), self._per_day(tier)
+        """``admit`` over the store, in wall-clock time (the clock every process shares).
+
+        A full window is refused on a read alone, without the write lock: a later state
+        of the store only holds more admissions within that minute, so the refusal
+        stands. Otherwise the minute (its rows and its counter, ``rate_used``, which
+        spares counting thousands of rows) and the day's count change in one
+        ``BEGIN IMMEDIATE`` transaction, so no process admits past either limit.
+        """
         fixed = self._faults.on(RATE_WINDOW_FIXED)
-        with self._store.transaction() as conn:
+        if not fixed:  # the fault's window drops whole minutes: only the write path knows
             now = time.time()
-            if fixed:
-                row = conn.execute(
-                    "SELECT MIN(at) AS oldest FROM rate_window WHERE counted_as = ?",
-                    (counted_as,),
-                ).fetchone()
-                if row["oldest"] is not None and row["oldest"] <= now - WINDOW_S:
-                    conn.execute("DELETE FROM rate_window WHERE counted_as = ?", (counted_as,))
-            # Rows a minute in the future can only come from a clock set back: dropped.
-            conn.execute(
-                "DELETE FROM rate_window WHERE counted_as = ? AND (at <= ? OR at > ?)",
-                (counted_as, now - WINDOW_S, now + WINDOW_S),
-            )
-            row = conn.execute(_WINDOW_SQL, (counted_as, now - WINDOW_S)).fetchone()
-            used, oldest = _used_and_oldest(row, now)
+            used, oldest = _stored_window(self._store.read, counted_as, now)
+            if used >= enforced:
+                raise self._minute_refusal(tier, oldest + WINDOW_S - now)
+        day, per_day = self._request_day(), self._per_day(tier)
+        with self._store.transaction() as conn:
+
+            def run(sql: str, params: dict[str, Any]) -> list[sqlite3.Row]:
+                return conn.execute(sql, params).fetchall()
+
+            now = time.time()
+            pruned = self._prune_stored(conn, counted_as, now, fixed=fixed)
+            if pruned:
+                conn.execute(
+                    "UPDATE rate_used SET used = MAX(0, used - ?) WHERE counted_as = ?",
+                    (pruned, counted_as),
+                )
+            used, oldest = _stored_window(run, counted_as, now)
             # Raised inside the transaction: rolling back undoes only the pruning above.
             if used >= enforced:
                 raise self._minute_refusal(tier, oldest + WINDOW_S - now)
@@ -285,11 +301,34 @@ class RateLimiter:
             conn.execute(
                 "INSERT INTO rate_window (counted_as, at) VALUES (?, ?)", (counted_as, now)
             )
+            conn.execute(
+                "INSERT INTO rate_used (counted_as, used) VALUES (?, 1) "
+                "ON CONFLICT (counted_as) DO UPDATE SET used = used + 1",
+                (counted_as,),
+            )
         return WindowState(
             limit=tier.requests_per_minute,
             remaining=max(0, remaining),
             reset_unix=math.ceil(time.time() + reset_in),
         )
+
+    @staticmethod
+    def _prune_stored(conn: sqlite3.Connection, counted_as: str, now: float, *, fixed: bool) -> int:
+        """Drop the admissions that left the window; how many."""
+        if fixed:
+            row = conn.execute(
+                "SELECT MIN(at) AS oldest FROM rate_window WHERE counted_as = ?", (counted_as,)
+            ).fetchone()
+            if row["oldest"] is not None and row["oldest"] <= now - WINDOW_S:
+                # A fixed minute from its first request: all of it at once.
+                return conn.execute(
+                    "DELETE FROM rate_window WHERE counted_as = ?", (counted_as,)
+                ).rowcount
+        # Rows a minute in the future can only come from a clock set back: dropped too.
+        return conn.execute(
+            "DELETE FROM rate_window WHERE counted_as = ? AND (at <= ? OR at > ?)",
+            (counted_as, now - WINDOW_S, now + WINDOW_S),
+        ).rowcount
 
     def _request_day(self) -> str:
         """The day the requests are counted in: the calendar day (UTC) of the service's

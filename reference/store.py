@@ -88,6 +88,11 @@ CREATE TABLE IF NOT EXISTS rate_window (
     at REAL NOT NULL                  -- unix time of the admission
 );
 CREATE INDEX IF NOT EXISTS rate_window_key ON rate_window (counted_as, at);
+-- How many rows of rate_window each key has (kept in the same transactions).
+CREATE TABLE IF NOT EXISTS rate_used (
+    counted_as TEXT PRIMARY KEY,
+    used INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS credit_days (
     account_id TEXT NOT NULL,
     day TEXT NOT NULL,
