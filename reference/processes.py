@@ -12,6 +12,7 @@ when one dies: nothing runs half served; queued work stays in the store for the 
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import select
@@ -35,17 +36,33 @@ STARTUP_TIMEOUT_S = 30.0
 #: How long the children get to stop after SIGTERM (uvicorn's 5 s graceful shutdown,
 #: then the generation worker's batch) before they are killed.
 STOP_TIMEOUT_S = 20.0
+#: prctl's option that signals a child when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 #: How often the parent looks at its children while it waits.
 _POLL_S = 0.05
 
 
+def _end_with_parent(parent: int) -> None:
+    """Linux: SIGTERM this child when the parent dies, even by SIGKILL (no orphan keeps
+    serving); elsewhere the parent's own stop is the only one."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _fork(config: Config, index: int, sock: socket.socket, ready: int, child: ChildMain) -> int:
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     # The child: never returns into the parent's code.
     code = 1
     try:
+        _end_with_parent(parent)
         mine = dataclasses.replace(config, process_index=index)
 
         def announce() -> None:

@@ -10,6 +10,7 @@ which one process keeps in memory, is refused.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -125,7 +126,8 @@ def test_the_minute_limit_holds_across_serving_processes(
             assert answer.headers["X-RateLimit-Remaining"] == "0"
             assert 1 <= int(answer.headers["Retry-After"]) <= 60
     with reference.client() as client:  # the account's other key has its own minute
-        assert client.get("/v1/account/tier", headers=bearer(reference.key("low-limit-second")))
+        second = client.get("/v1/account/tier", headers=bearer(reference.key("low-limit-second")))
+        assert second.status_code == 200, second.text
         other = client.get("/v1/account/tier", headers=bearer(reference.key("high-limit")))
         assert other.json()["requests_per_minute"] == 6000
     assert reference.stop() == 0
@@ -184,3 +186,29 @@ def test_the_test_clock_is_refused_with_several_processes(tmp_path: Path) -> Non
     )  # fmt: skip
     assert done.returncode == 2
     assert "--workers 1" in done.stderr
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie its new parent has yet to reap)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+def test_serving_processes_end_with_their_parent_even_on_sigkill(
+    reference_factory: ReferenceFactory,
+) -> None:
+    reference = reference_factory(args=["--workers", "2"])
+    (serving,) = [
+        line
+        for line in map(json.loads, _json_lines(reference.stderr_text()))
+        if line.get("event") == "serving"
+    ]
+    assert len(serving["pids"]) == 2
+    reference.stop(signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while not all(_gone(pid) for pid in serving["pids"]) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling interval; the deadline bounds the wait
+    assert all(_gone(pid) for pid in serving["pids"])
