@@ -5,6 +5,8 @@
 before the service announces itself), starts uvicorn on that socket and prints
 ``listening on http://HOST:PORT`` on stdout once it accepts connections. SIGTERM/SIGINT
 stop it gracefully; queued generations and pending deliveries resume at the next start.
+``serve --workers N`` runs N processes over the one socket and store
+(``reference.processes``); the parent announces them once every one accepts.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
 
 from reference.app import build_service, create_app
 from reference.clock import TEST_CLOCK_PATH
@@ -254,7 +256,7 @@ async def _serve(server: uvicorn.Server, sock: socket.socket, announce: Callable
     await task
 
 
-def _server(app: Any) -> uvicorn.Server:
+def _server(app: Starlette) -> uvicorn.Server:
     return uvicorn.Server(
         uvicorn.Config(
             app,
