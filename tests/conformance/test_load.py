@@ -147,3 +147,13 @@ def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:
     code, out, verdicts = _load(tmp_path / "fault", *SCALED, "--fault", "rate-limit-never-enforced")
     assert code == 1, out
     assert verdicts["RATE-RPM-02"] == "fail", out
+
+
+def test_reference_processes_are_only_for_the_embedded_reference(tmp_path: Path) -> None:
+    done = subprocess.run(  # noqa: S603 (our own interpreter and arguments)
+        [sys.executable, "-m", "conformance.run.cli", "load", "--profile",
+         str(tmp_path / "target.toml"), "--reference-workers", "2"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--reference-workers starts the embedded reference" in done.stderr

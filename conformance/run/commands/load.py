@@ -104,6 +104,13 @@ def main(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if options.profile is not None and options.reference_workers != 1:
+        print(
+            "genapi-conformance: --reference-workers starts the embedded reference: "
+            "leave out --profile, or start your deployment with its processes yourself",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if importlib.util.find_spec("locust") is None:
         print(
             "genapi-conformance: load needs Locust: pip install 'genapi-conformance[load]'",
