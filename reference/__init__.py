@@ -13,7 +13,7 @@ Modules of the service core:
 | ``fault`` | the ``Fault`` type and ``Faults``, the set a running service switched on |
 | ``faults`` | the registry: every fault, collected from the modules that declare it |
 | ``auth`` | API keys on /v1 and console sessions (JWT) on /api |
-| ``ratelimit`` | per-key minute and day limits and the 429 of spec §7 |
+| ``ratelimit`` | per-key minute and day limits (in the store with ``--workers``), the 429 |
 | ``tiers`` (+ ``tiers.toml``) | tier records and prices, as configuration |
 | ``accounts`` | accounts, keys (hashed), the 10-active-keys limit |
 | ``generations`` | the submit endpoints (body checks, credits, concurrency) and reads |
@@ -24,6 +24,7 @@ Modules of the service core:
 | ``provision`` | ``--provision``: accounts, keys, sessions, the target profile |
 | ``app`` | wiring, routes, error rendering, request logs, lifespan |
 | ``logs`` | one JSON log line per event on stderr |
+| ``processes`` | ``serve --workers N``: N forked processes over one socket and one store |
 | ``aio`` | asyncio helpers of the worker and the dispatcher |
 
 ``webhooks`` (registered webhooks, bindings, durable deliveries) and ``netguard``

@@ -5,6 +5,8 @@
 before the service announces itself), starts uvicorn on that socket and prints
 ``listening on http://HOST:PORT`` on stdout once it accepts connections. SIGTERM/SIGINT
 stop it gracefully; queued generations and pending deliveries resume at the next start.
+``serve --workers N`` runs N processes over the one socket and store
+(``reference.processes``); the parent announces them once every one accepts.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 
 from reference.app import build_service, create_app
 from reference.clock import TEST_CLOCK_PATH
@@ -32,6 +35,7 @@ from reference.config import (
 )
 from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
+from reference.processes import serve_processes
 from reference.provision import provision
 from reference.store import Store
 from reference.webhooks import SCHEMA_SQL
@@ -74,6 +78,16 @@ def _slack(value: str) -> float:
             f"expected 0 to {MAX_TIMER_SLACK_S:g} seconds of timer slack, got {value!r}"
         )
     return seconds
+
+
+#: Bound on ``serve --workers``.
+MAX_WORKERS = 32
+
+
+def _workers(value: str) -> int:
+    if not value.isdigit() or not 1 <= int(value) <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_WORKERS} processes, got {value!r}")
+    return int(value)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,6 +156,14 @@ def _parser() -> argparse.ArgumentParser:
         "as its [clock]",
     )
     serve.add_argument("--key-prefix", default="gk")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="serve from N processes over the one store (default 1): the rate windows and "
+        "counters live in the store, the first process alone makes the delivery attempts",
+    )
     serve.add_argument(
         "--variant",
         action="store_true",
@@ -221,7 +243,7 @@ def _warn_non_default(config: Config) -> None:
     log_event("warning", message="test mode: callback URL rules loosened", **settings)
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket, url: str) -> None:
+async def _serve(server: uvicorn.Server, sock: socket.socket, announce: Callable[[], None]) -> None:
     task = asyncio.create_task(server.serve(sockets=[sock]))
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while not server.started:
@@ -230,8 +252,21 @@ async def _serve(server: uvicorn.Server, sock: socket.socket, url: str) -> None:
             await task
             raise SystemExit("the service failed to start (see the log above)")
         await asyncio.sleep(0.01)
-    print(f"listening on {url}", flush=True)
+    announce()
     await task
+
+
+def _server(app: Starlette) -> uvicorn.Server:
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # our own JSON request log replaces it
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            server_header=False,
+        )
+    )
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -250,6 +285,12 @@ def serve(args: argparse.Namespace) -> int:
         faults = known(args.fault)
     except UnknownFault as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.workers > 1 and args.test_clock:
+        print(
+            "error: --test-clock keeps its clock in one process's memory: use --workers 1",
+            file=sys.stderr,
+        )
         return 2
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
@@ -274,6 +315,7 @@ def serve(args: argparse.Namespace) -> int:
         faults=faults,
         master_secret=load_master_secret(store),
         choices=VARIANT if args.variant else Choices(),
+        workers=args.workers,
     )
     _warn_non_default(config)
     if faults:
@@ -284,26 +326,38 @@ def serve(args: argparse.Namespace) -> int:
     if args.provision is not None:
         provision(service, args.provision)
         log_event("provisioned", profile=str(args.provision))
-    app = create_app(service)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,  # our own JSON request log replaces it
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-            server_header=False,
-        )
-    )
+    if config.workers > 1:
+        # Each process opens its own connections: none may cross the fork.
+        store.close()
+        try:
+            return serve_processes(config, sock, url, serve_child)
+        finally:
+            sock.close()
+    server = _server(create_app(service))
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(_serve(server, sock, url))
+            runner.run(_serve(server, sock, lambda: print(f"listening on {url}", flush=True)))
     except KeyboardInterrupt:
         # uvicorn re-raises SIGINT after its graceful shutdown: already handled.
         return 130
     finally:
         store.close()
         sock.close()
+    return 0
+
+
+def serve_child(config: Config, sock: socket.socket, announce: Callable[[], None]) -> int:
+    """One of the ``--workers`` processes (after the fork): its own store connections,
+    service and event loop on the shared listening socket; ``announce`` once it accepts."""
+    store = Store(config.db_path, extra_schema=[SCHEMA_SQL])
+    server = _server(create_app(build_service(config, store)))
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(_serve(server, sock, announce))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        store.close()
     return 0
 
 

@@ -245,7 +245,7 @@ class Authenticator:
         self.config = config
         self.faults = faults
         self.tiers = tiers
-        self.limiter = RateLimiter(store, faults)
+        self.limiter = RateLimiter(store, faults, shared=config.workers > 1)
         #: Only with fault REVOCATION_DELAYED: key rows cached by key value.
         self._fault_cache: dict[str, tuple[float, Any]] = {}
 

@@ -241,6 +241,12 @@ class Config:
     #: Where the spec leaves room, which side the service takes (:data:`VARIANT`: the
     #: other side of each, ``serve --variant``).
     choices: Choices = field(default_factory=Choices)
+    #: Processes serving the one store (``serve --workers N``). Above 1 the per-minute
+    #: windows live in the store, and only the process of ``process_index`` 0 runs the
+    #: delivery dispatcher (the others leave their deliveries in the store for it).
+    workers: int = 1
+    #: Which of the ``workers`` processes this one is (0 in a single process).
+    process_index: int = 0
 
     @property
     def test_mode(self) -> bool:

@@ -4,7 +4,8 @@ Creates (or reuses, by name) four accounts: ``primary`` and ``second`` on the ge
 tier, ``low-limit`` on the low-limit tier, ``restricted-models`` on a tier without the
 video category. Then the keys of every profile role (ARCHITECTURE.md, "Target profile"):
 ``primary`` with every scope; ``without-<scope>`` lacking one scope each; ``revoked``;
-``foreign`` (second account); ``low-limit``; ``restricted-models``. Console sessions are
+``foreign`` (second account); ``low-limit``; ``restricted-models``; ``high-limit`` and
+``high-limit-second`` (a high per-minute limit, for load). Console sessions are
 issued for primary and second, and the complete TOML profile is written. Where the spec
 leaves room, the profile declares the side the service's choices take (``Config.choices``;
 the variant's differ): the console operations (``[adapter]``), the delivery headers' brand
@@ -44,6 +45,7 @@ ACCOUNTS = {
     "low-limit": "low-limit",
     "low-daily": "low-daily",
     "restricted-models": "no-video",
+    "high-limit": "high-limit",
 }
 #: Sessions issued at provisioning live this long (a long suite run fits easily).
 PROVISIONED_SESSION_TTL_S = 7 * 24 * 3600
@@ -64,6 +66,10 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         # The daily request limit and its reset at 00:00 UTC (§8).
         ("low-daily", "low-daily", SCOPES),
         ("restricted-models", "restricted-models", SCOPES),
+        # A high per-minute limit verified under load (genapi-conformance load), and a
+        # second key of its account that must not be throttled meanwhile.
+        ("high-limit", "high-limit", SCOPES),
+        ("high-limit-second", "high-limit", SCOPES),
     ]
     return roles
 

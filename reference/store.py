@@ -4,7 +4,9 @@ Everything that must survive a restart (kill -9 included) lives here: accounts, 
 generations and their queue state, credit and request counters, and the tables other
 parts add through ``extra_schema`` (the webhook deliveries). Each thread gets its own
 connection (SQLite connections are not shared across threads); writers serialise through
-``BEGIN IMMEDIATE`` with a busy timeout, readers never block writers in WAL mode.
+``BEGIN IMMEDIATE`` with a busy timeout, readers never block writers in WAL mode. The same
+holds between processes (``serve --workers N`` runs N over one file): every
+read-modify-write is one short ``BEGIN IMMEDIATE`` transaction or one statement.
 """
 
 from __future__ import annotations
@@ -77,6 +79,19 @@ CREATE TABLE IF NOT EXISTS request_counts (
     day TEXT NOT NULL,
     count INTEGER NOT NULL,
     PRIMARY KEY (key_id, day)
+);
+-- The rolling minute of each key when several processes serve this store (``serve
+-- --workers``): one row per request admitted in the last minute (one process keeps them
+-- in memory instead).
+CREATE TABLE IF NOT EXISTS rate_window (
+    counted_as TEXT NOT NULL,         -- the key id (an account id under a fault)
+    at REAL NOT NULL                  -- unix time of the admission
+);
+CREATE INDEX IF NOT EXISTS rate_window_key ON rate_window (counted_as, at);
+-- How many rows of rate_window each key has (kept in the same transactions).
+CREATE TABLE IF NOT EXISTS rate_used (
+    counted_as TEXT PRIMARY KEY,
+    used INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS credit_days (
     account_id TEXT NOT NULL,

@@ -155,9 +155,9 @@ class GenerationWorker:
         await run_db(self._process, [generation_id])
 
     def _process(self, generation_ids: Sequence[str]) -> None:
-        # Only this worker moves a generation out of 'queued', so a plain read is enough;
-        # the work and its result then land in one transaction (a crash in between leaves
-        # the generation queued, and the next start runs it again).
+        # The work happens outside any transaction; its result then lands in one
+        # transaction that first claims the generation (see _finish), so a crash in
+        # between leaves it queued and the next start runs it again.
         marks = ",".join("?" for _ in generation_ids)
         rows = self.store.read(
             f"SELECT * FROM generations WHERE id IN ({marks}) AND status = 'queued'",  # noqa: S608
@@ -167,16 +167,7 @@ class GenerationWorker:
         notify = False
         with self.store.transaction() as conn:
             for row, (status, output, error) in zip(rows, outcomes, strict=True):
-                name = None
-                if output is not None:
-                    name = self.output_name(row["id"], row["type"])
-                    content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
-                    conn.execute(
-                        "INSERT OR REPLACE INTO outputs (name, content_type, data) "
-                        "VALUES (?, ?, ?)",
-                        (name, content_type, output),
-                    )
-                notify |= self._finish(conn, row, status, name, error)
+                notify |= self._finish(conn, row, status, output, error)
         if notify:
             self.hooks.wake()
 
@@ -200,29 +191,45 @@ class GenerationWorker:
         conn: sqlite3.Connection,
         row: sqlite3.Row,
         status: str,
-        name: str | None,
+        output: bytes | None,
         error: str | None,
     ) -> bool:
-        credits = row["credits_used"]
-        refund = status in ("failed", "cancelled") and not (
-            status == "failed" and self.faults.on(FAILED_NOT_REFUNDED)
+        """Record how a generation ended; whether its events were enqueued."""
+        price = row["credits_used"]
+        refund = (
+            status in ("failed", "cancelled")
+            and not (status == "failed" and self.faults.on(FAILED_NOT_REFUNDED))
+            and price
         )
-        if refund and credits:
+        # The choice failed_credits_used: 0 once refunded, or the price charged.
+        credits = 0 if refund and self.config.choices.failed_credits_used == "zero" else price
+        name = None if output is None else self.output_name(row["id"], row["type"])
+        output_url = self.output_url(name)
+        stamp = now_iso()
+        # The claim: only a generation still queued is finished. Inside BEGIN IMMEDIATE the
+        # check and the change are one step, so when several processes serve one store
+        # (each reloads the queue at its start) a generation is finished, refunded and
+        # announced once.
+        claimed = conn.execute(
+            "UPDATE generations SET status = ?, output_name = ?, output_url = ?, "
+            "error_message = ?, credits_used = ?, updated_at = ?, completed_at = ? "
+            "WHERE id = ? AND status = 'queued'",
+            (status, name, output_url, error, credits, stamp, stamp, row["id"]),
+        ).rowcount
+        if not claimed:
+            return False
+        if output is not None:
+            content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
+            conn.execute(
+                "INSERT OR REPLACE INTO outputs (name, content_type, data) VALUES (?, ?, ?)",
+                (name, content_type, output),
+            )
+        if refund:
             conn.execute(
                 "UPDATE credit_days SET credits = MAX(0, credits - ?) "
                 "WHERE account_id = ? AND day = ?",
-                (credits, row["account_id"], row["credits_day"]),
+                (price, row["account_id"], row["credits_day"]),
             )
-            # The choice failed_credits_used: 0 once refunded, or the price charged.
-            if self.config.choices.failed_credits_used == "zero":
-                credits = 0
-        output_url = self.output_url(name)
-        stamp = now_iso()
-        conn.execute(
-            "UPDATE generations SET status = ?, output_name = ?, output_url = ?, "
-            "error_message = ?, credits_used = ?, updated_at = ?, completed_at = ? WHERE id = ?",
-            (status, name, output_url, error, credits, stamp, stamp, row["id"]),
-        )
         log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if row["type"] not in ("image", "video"):
             return False

@@ -63,6 +63,8 @@ class EmbeddedReference:
     spec leaves open (``serve --variant``) and provisions a profile that declares it.
 
     ``command`` replaces ``python -m reference`` (the project's tests use a small fake).
+    ``test_clock=False`` leaves out ``--test-clock`` (one process's clock: ``--workers``
+    above 1 refuses it).
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class EmbeddedReference:
         workdir: Path | None = None,
         dns: bool = True,
         variant: bool = False,
+        test_clock: bool = True,
     ) -> None:
         self._faults = tuple(faults)
+        self._test_clock = test_clock
         self._variant = variant
         self._dns = dns
         self.dns_server: DnsServer | None = None
@@ -115,9 +119,10 @@ class EmbeddedReference:
             str(directory / "profile.toml"),
             "--allow-cidr",
             "127.0.0.1/32",
-            # The daily limits' reset at 00:00 UTC is checked by moving its test clock.
-            "--test-clock",
         ]
+        if self._test_clock:
+            # The daily limits' reset at 00:00 UTC is checked by moving its test clock.
+            argv.append("--test-clock")
         if self.dns_server is not None:
             host, port = self.dns_server.address
             argv += ["--dns-server", f"{host}:{port}"]

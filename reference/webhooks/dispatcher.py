@@ -82,6 +82,9 @@ log = logging.getLogger("reference.webhooks")
 #: Longest the loop sleeps without looking at the database (a safety net: wake() is the
 #: normal signal, this only bounds how stale the dispatcher can get).
 IDLE_POLL_S = 2.0
+#: The same with several processes over one store: deliveries enqueued by the others are
+#: found by polling alone.
+SHARED_POLL_S = 0.2
 #: How long a delivery whose attempt crashed inside the service is left alone.
 INTERNAL_ERROR_COOLDOWN_S = 5.0
 
@@ -103,6 +106,12 @@ class DeliveryPolicy:
     #: Faults: a first 2xx is retried anyway; a timed-out attempt is not retried.
     retry_first_success: bool = False
     retry_timeouts: bool = True
+    #: Whether this process makes the automatic attempts: with several processes over one
+    #: store (``serve --workers``) only one does, so no delivery is attempted twice.
+    dispatches: bool = True
+    #: Longest the loop sleeps without looking at the store; shorter with several
+    #: processes, whose commits cannot wake this one.
+    idle_poll_s: float = IDLE_POLL_S
 
     def backoff_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based) before the next."""
@@ -139,6 +148,8 @@ def delivery_policy(config: Config, faults: Faults) -> DeliveryPolicy:
         delivered_outcome="failed" if faults.on(SUCCESS_RECORDED_FAILED) else "delivered",
         retry_first_success=faults.on(RETRY_AFTER_SUCCESS),
         retry_timeouts=not faults.on(TIMEOUT_NOT_RETRIED),
+        dispatches=config.process_index == 0,
+        idle_poll_s=IDLE_POLL_S if config.workers == 1 else SHARED_POLL_S,
     )
 
 
@@ -172,7 +183,7 @@ class Dispatcher:
 
     async def start(self) -> None:
         """Start the loop; pending deliveries of a previous run are picked up at once."""
-        if self._task is not None:
+        if self._task is not None or not self._policy.dispatches:
             return
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
@@ -233,9 +244,9 @@ class Dispatcher:
             except Exception:
                 log.exception("webhook dispatcher could not read the delivery queue")
                 next_at = None
-            wait = IDLE_POLL_S
+            wait = self._policy.idle_poll_s
             if next_at is not None and len(self._running) < self._policy.concurrency:
-                wait = min(max(next_at - time.time(), 0.0), IDLE_POLL_S)
+                wait = min(max(next_at - time.time(), 0.0), wait)
             if wait > 0:
                 await wait_event(self._wake, wait)
 

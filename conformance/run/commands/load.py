@@ -51,6 +51,8 @@ TIER_PATH = "/v1/account/tier"
 #: How long Locust's processes get past ``--duration`` to stop and write their records.
 GRACE_S = 30.0
 HTTP_TIMEOUT_S = 10.0
+#: Bound on ``--reference-workers`` (the reference's own bound on ``serve --workers``).
+MAX_REFERENCE_WORKERS = 32
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -64,9 +66,19 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--profile", type=Path, metavar="FILE", help="target profile")
     parser.add_argument("--key", default="low-limit", metavar="ROLE", help="the key driven")
     parser.add_argument(
-        "--other-key", default="primary", metavar="ROLE", help="the key that must not be throttled"
+        "--other-key",
+        metavar="ROLE",
+        help="the key that must not be throttled (default: the role ROLE-second when the "
+        "profile has it, else primary)",
     )
-    parser.add_argument("--workers", type=int, default=2, metavar="N", help="local workers")
+    parser.add_argument("--workers", type=int, default=2, metavar="N", help="Locust workers")
+    parser.add_argument(
+        "--reference-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes of the embedded reference (serve --workers N; without --profile)",
+    )
     parser.add_argument("--users", type=int, default=20, metavar="N", help="concurrent users")
     parser.add_argument(
         "--duration", type=float, default=20.0, metavar="S", help="seconds of load (max 600)"
@@ -80,9 +92,23 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def main(options: argparse.Namespace) -> int:
-    if not 1 <= options.workers <= 64 or options.users < 1 or not 1 <= options.duration <= 600:
+    if (
+        not 1 <= options.workers <= 64
+        or not 1 <= options.reference_workers <= MAX_REFERENCE_WORKERS
+        or options.users < 1
+        or not 1 <= options.duration <= 600
+    ):
         print(
-            "genapi-conformance: --workers 1..64, --users >= 1, --duration 1..600", file=sys.stderr
+            f"genapi-conformance: --workers 1..64, --reference-workers "
+            f"1..{MAX_REFERENCE_WORKERS}, --users >= 1, --duration 1..600",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if options.profile is not None and options.reference_workers != 1:
+        print(
+            "genapi-conformance: --reference-workers starts the embedded reference: "
+            "leave out --profile, or start your deployment with its processes yourself",
+            file=sys.stderr,
         )
         return EXIT_USAGE
     if importlib.util.find_spec("locust") is None:
@@ -108,12 +134,18 @@ def _target(options: argparse.Namespace) -> Iterator[Path]:
     if options.profile is not None:
         yield options.profile
         return
-    with EmbeddedReference(faults=options.fault) as embedded:
+    processes = options.reference_workers
+    with EmbeddedReference(
+        faults=options.fault,
+        extra_args=["--workers", str(processes)] if processes > 1 else [],
+        # The test clock lives in one process; the load needs no daily reset.
+        test_clock=processes == 1,
+    ) as embedded:
         yield embedded
 
 
 def _load(options: argparse.Namespace, profile: Profile) -> int:
-    limited, other = profile.key(options.key), profile.key(options.other_key)
+    limited, other = profile.key(options.key), profile.key(_other_role(options, profile))
     started = datetime.now(UTC)
     try:
         tier = httpx.get(
@@ -144,6 +176,16 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
     _summary(records, judgements, rpm)
     failed = any(j.outcome == "failed" for j in judgements)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _other_role(options: argparse.Namespace, profile: Profile) -> str:
+    """``--other-key``, else a second key of the driven key's account (``ROLE-second``,
+    which RATE-RPM-03 needs), else ``primary``."""
+    if options.other_key:
+        role: str = options.other_key
+        return role
+    second = f"{options.key}-second"
+    return second if second in profile.keys else "primary"
 
 
 def _free_port() -> int:
