@@ -28,7 +28,13 @@ from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import (
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    TIER_PATH,
+    SetupFailed,
+    rate_request_of,
+)
 
 __all__ = [
     "ACCOUNT",
@@ -65,12 +71,7 @@ SECOND_ROLE: Final = "low-limit-second"
 #: A key whose tier has a small requests_per_day under a large requests_per_minute: the
 #: day's limit is reached in a few seconds, and never mistaken for the minute's.
 DAILY_ROLE: Final = "low-daily"
-TIER_PATH: Final = "/v1/account/tier"
-IMAGES: Final = "/v1/images/generate"
-#: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
-#: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
-#: generation in flight, nothing dialled.
-REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
+IMAGES: Final = IMAGES_PATH
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
 #: How far before and after 00:00 UTC the daily-reset checks look: more than the clocks
@@ -242,23 +243,16 @@ def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
 
 def rate_request(api: ApiClient, profile: Profile, role: str = ROLE) -> httpx.Response:
     """One request of the kind the profile says exercises the per-minute limit (``[rate]
-    request``): ``reads``, GET /v1/account/tier (no credits, and the tier record with the
-    first answer); ``submits``, an image submit refused with 400 for its callback URL."""
-    if profile.rate.request == "submits":
-        body = {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK}
-        return api.request("POST", IMAGES, role=role, json=body, patient=False)
-    return api.request("GET", TIER_PATH, role=role, patient=False)
+    request``, :func:`~conformance.target.setup.rate_request_of`)."""
+    rate = rate_request_of(profile)
+    body = None if rate.body is None else dict(rate.body)
+    return api.request(rate.method, rate.path, role=role, json=body, patient=False)
 
 
 def rate_request_words(profile: Profile) -> str:
     """The rate request, for messages: which request was sent, and the setting to change
     when the deployment counts only the other kind toward its limit."""
-    if profile.rate.request == "submits":
-        return f'POST {IMAGES} refused for its callback URL, as [rate] request = "submits" says'
-    return (
-        f'GET {TIER_PATH}, as [rate] request = "reads" says; set request = "submits" if '
-        "the deployment counts only submits"
-    )
+    return rate_request_of(profile).words
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from conformance.load import HEADERS, MAX_RECORDS, Record
 
 _ENV = os.environ
 _records: list[Record] = []
+#: The JSON body of the request (the profile's rate request), if it has one.
+_BODY: Any = json.loads(_ENV["GENAPI_LOAD_BODY"]) if _ENV.get("GENAPI_LOAD_BODY") else None
 
 
 class _Keyed(FastHttpUser):
@@ -36,8 +38,10 @@ class _Keyed(FastHttpUser):
     @task
     def request(self) -> None:
         sent = time.time()
-        with self.client.get(
+        with self.client.request(
+            _ENV.get("GENAPI_LOAD_METHOD", "GET"),
             _ENV.get("GENAPI_LOAD_PATH", "/v1/account/tier"),
+            json=_BODY,
             headers={"Authorization": f"Bearer {self.secret}"},
             name=self.role,
             catch_response=True,

@@ -8,14 +8,62 @@ implementation refuses that set-up, the check cannot judge anything: that is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from conformance.target.client import ApiClient
+from conformance.target.profile import Profile
 
-__all__ = ["SUBMIT_PROMPT", "SetupFailed", "submit_generation"]
+__all__ = [
+    "IMAGES_PATH",
+    "SUBMIT_PROMPT",
+    "TIER_PATH",
+    "RateRequest",
+    "SetupFailed",
+    "rate_request_of",
+    "submit_generation",
+]
 
 #: The prompt of every generation the suite submits for set-up (harmless, recognisable).
 SUBMIT_PROMPT: Final = "conformance suite: a red square"
+#: Spec §8: the tier record of the key's account.
+TIER_PATH: Final = "/v1/account/tier"
+IMAGES_PATH: Final = "/v1/images/generate"
+#: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
+#: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
+#: generation in flight, nothing dialled.
+REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
+
+
+@dataclass(frozen=True)
+class RateRequest:
+    """The request that exercises a key's per-minute limit (the profile's ``[rate]
+    request``), the same for the checks and for ``genapi-conformance load``."""
+
+    method: str
+    path: str
+    body: Mapping[str, Any] | None
+    #: Which request it is and the setting to change, for messages.
+    words: str
+
+
+def rate_request_of(profile: Profile) -> RateRequest:
+    """``reads``: GET /v1/account/tier (no credits, and the tier record with the first
+    answer); ``submits``: an image submit refused with 400 for its callback URL."""
+    if profile.rate.request == "submits":
+        return RateRequest(
+            "POST",
+            IMAGES_PATH,
+            {"prompt": SUBMIT_PROMPT, "callback_url": REFUSED_CALLBACK},
+            f'POST {IMAGES_PATH} refused for its callback URL, as [rate] request = "submits" says',
+        )
+    return RateRequest(
+        "GET",
+        TIER_PATH,
+        None,
+        f'GET {TIER_PATH}, as [rate] request = "reads" says; set request = "submits" if the '
+        "deployment counts only submits",
+    )
 
 
 class SetupFailed(RuntimeError):

@@ -42,12 +42,12 @@ from conformance.reports import RunInfo, new_report_dir, write_reports
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.target.profile import Profile, ProfileError, load_profile
+from conformance.target.setup import TIER_PATH, rate_request_of
 from conformance.verdicts import CheckResult, Outcome, judge
 
 __all__ = ["EXIT_HARNESS", "main", "register"]
 
 EXIT_HARNESS = 3
-TIER_PATH = "/v1/account/tier"
 #: How long Locust's processes get past ``--duration`` to stop and write their records.
 GRACE_S = 30.0
 HTTP_TIMEOUT_S = 10.0
@@ -84,7 +84,10 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--duration", type=float, default=20.0, metavar="S", help="seconds of load (max 600)"
     )
     parser.add_argument(
-        "--path", default=TIER_PATH, metavar="PATH", help="the authenticated GET path driven"
+        "--path",
+        metavar="PATH",
+        help="an authenticated GET path to drive (default: the profile's [rate] request, "
+        "GET /v1/account/tier for reads, a refused image submit for submits)",
     )
     parser.add_argument("--fault", action="append", default=[], metavar="NAME")
     parser.add_argument("--report-dir", type=Path, metavar="DIR")
@@ -161,7 +164,7 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
         env = {
             **os.environ,
             "GENAPI_LOAD_BASE_URL": profile.base_url,
-            "GENAPI_LOAD_PATH": options.path,
+            **_request_env(profile, options.path),
             "GENAPI_LOAD_KEY": limited.key.reveal(),
             "GENAPI_LOAD_OTHER_KEY": other.key.reveal(),
             "GENAPI_LOAD_OUT": scratch,
@@ -234,6 +237,18 @@ def _run_locust(options: argparse.Namespace, env: dict[str, str]) -> str | None:
                 process.kill()
                 process.wait(timeout=10)
     return problem
+
+
+def _request_env(profile: Profile, path: str | None) -> dict[str, str]:
+    """The request the Locust users send: GET *path* when given, else the profile's rate
+    request (a deployment that counts only submits is driven with submits)."""
+    if path is not None:
+        return {"GENAPI_LOAD_METHOD": "GET", "GENAPI_LOAD_PATH": path}
+    rate = rate_request_of(profile)
+    env = {"GENAPI_LOAD_METHOD": rate.method, "GENAPI_LOAD_PATH": rate.path}
+    if rate.body is not None:
+        env["GENAPI_LOAD_BODY"] = json.dumps(dict(rate.body))
+    return env
 
 
 def _records(directory: Path) -> list[Record]:
