@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
+from tmpfs_mount import tmpfs_prefix
 
 from conformance.reports import (
     HTML_NAME,
@@ -188,23 +188,9 @@ def test_an_unwritable_report_dir_is_named_before_any_check_runs(
 
 
 def _in_tmpfs(mount: Path, options: str, command: list[str]) -> subprocess.CompletedProcess[str]:
-    """*command* in a mount namespace where *mount* is a fresh tmpfs with *options*
-    (skips the test where ``unshare -m`` or the mount is not permitted)."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare(1): cannot give the run a tmpfs of its own")
-    mount.mkdir(parents=True, exist_ok=True)
-    probe = subprocess.run(  # noqa: S603
-        ["unshare", "-m", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],  # noqa: S607
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here: {probe.stderr.strip()}")
-    script = 'mount -t tmpfs -o "$1" tmpfs "$2" && shift 2 && exec "$@"'
+    """*command* in a mount namespace where *mount* is a fresh tmpfs with *options*."""
     return subprocess.run(  # noqa: S603
-        ["unshare", "-m", "sh", "-c", script, "sh", options, str(mount), *command],  # noqa: S607
+        [*tmpfs_prefix(mount, options), *command],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
