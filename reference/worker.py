@@ -177,6 +177,9 @@ class GenerationWorker:
                         (name, content_type, output),
                     )
                 notify |= self._finish(conn, row, status, name, error)
+        # Logged once committed: a commit that fails (a full disk) leaves them queued.
+        for row, (status, _, _) in zip(rows, outcomes, strict=True):
+            log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if notify:
             self.hooks.wake()
 
@@ -223,7 +226,6 @@ class GenerationWorker:
             "error_message = ?, credits_used = ?, updated_at = ?, completed_at = ? WHERE id = ?",
             (status, name, output_url, error, credits, stamp, stamp, row["id"]),
         )
-        log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if row["type"] not in ("image", "video"):
             return False
         if row["type"] == "image" and self.faults.on(IMAGE_RESULT_NOT_PUSHED):
