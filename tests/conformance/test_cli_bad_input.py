@@ -187,6 +187,18 @@ def test_an_unwritable_report_dir_is_named_before_any_check_runs(
     assert not httpserver.log, "the folder is checked before any check runs"
 
 
+def test_load_names_an_unwritable_report_dir_before_sending_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], httpserver: HTTPServer
+) -> None:
+    report_dir, culprit = _under_a_file(tmp_path)
+    profile = _profile(tmp_path / "p.toml", httpserver.url_for("").rstrip("/"))
+    code = main(["load", "--profile", str(profile), "--report-dir", str(report_dir)])
+    said = capsys.readouterr().err
+    assert code == EXIT_USAGE, said
+    assert f"{culprit} is not a folder" in said, said
+    assert not httpserver.log, "no request was sent"
+
+
 def _in_tmpfs(mount: Path, options: str, command: list[str]) -> subprocess.CompletedProcess[str]:
     """*command* in a mount namespace where *mount* is a fresh tmpfs with *options*."""
     return subprocess.run(  # noqa: S603
