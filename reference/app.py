@@ -5,12 +5,15 @@
 lifespan starts and stops the generation worker and the webhook dispatcher.
 
 Error rendering: :class:`~reference.errors.ApiError` → its status and ``{"detail"}``;
-unknown path → 404 JSON; wrong method → 405 JSON with ``Allow``; any other exception →
-a logged 500 JSON (a bug: the tests never expect one).
+unknown path → 404 JSON; wrong method → 405 JSON with ``Allow``; a store that cannot be
+written (read-only, full, I/O error, locked past the busy timeout) → a logged 503 JSON
+with ``Retry-After`` (the request's transaction rolled back: nothing was accepted); any
+other exception → a logged 500 JSON (a bug: the tests never expect one).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -206,6 +209,39 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
+#: SQLite's primary result codes that say the store cannot be written now, not that a
+#: statement is wrong: read-only, I/O error, full, cannot open, busy, locked.
+_STORE_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    }
+)
+#: Retry-After of a 503 for a store that cannot be written (an operator must act).
+STORE_RETRY_AFTER_S = 30
+
+
+async def _store_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, sqlite3.Error)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(exc, sqlite3.OperationalError) or code is None:
+        return await _unexpected(request, exc)
+    if code & 0xFF not in _STORE_UNAVAILABLE:
+        return await _unexpected(request, exc)
+    log_event("store_unavailable", path=request.url.path, error=str(exc))
+    return error_response(
+        503,
+        f"the service cannot write its store now ({exc}); this request was not accepted "
+        f"and changed nothing: retry in {STORE_RETRY_AFTER_S} s",
+        {"Retry-After": str(STORE_RETRY_AFTER_S)},
+        shape=error_shape(request),
+    )
+
+
 def _submit_endpoint(service: Service, operation: Operation) -> Route:
     async def endpoint(request: Request) -> Response:
         return await service.generations.submit(request, operation)
@@ -311,6 +347,7 @@ def create_app(service: Service) -> Starlette:
         exception_handlers={
             ApiError: render_api_error,
             HTTPException: _http_error,
+            sqlite3.Error: _store_error,
             Exception: _unexpected,
         },
         lifespan=lifespan,

@@ -165,9 +165,16 @@ class GenerationWorker:
         )
         outcomes = [self._run_one(row) for row in rows]
         notify = False
+        finished: list[tuple[sqlite3.Row, str]] = []
         with self.store.transaction() as conn:
             for row, (status, output, error) in zip(rows, outcomes, strict=True):
-                notify |= self._finish(conn, row, status, output, error)
+                claimed, enqueued = self._finish(conn, row, status, output, error)
+                notify |= enqueued
+                if claimed:
+                    finished.append((row, status))
+        # Logged once committed: a commit that fails (a full disk) leaves them queued.
+        for row, status in finished:
+            log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if notify:
             self.hooks.wake()
 
@@ -193,8 +200,9 @@ class GenerationWorker:
         status: str,
         output: bytes | None,
         error: str | None,
-    ) -> bool:
-        """Record how a generation ended; whether its events were enqueued."""
+    ) -> tuple[bool, bool]:
+        """Record how a generation ended: whether this process claimed it (see below), and
+        whether its events were enqueued."""
         price = row["credits_used"]
         refund = (
             status in ("failed", "cancelled")
@@ -217,7 +225,7 @@ class GenerationWorker:
             (status, name, output_url, error, credits, stamp, stamp, row["id"]),
         ).rowcount
         if not claimed:
-            return False
+            return False, False
         if output is not None:
             content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
             conn.execute(
@@ -230,11 +238,10 @@ class GenerationWorker:
                 "WHERE account_id = ? AND day = ?",
                 (price, row["account_id"], row["credits_day"]),
             )
-        log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
         if row["type"] not in ("image", "video"):
-            return False
+            return True, False
         if row["type"] == "image" and self.faults.on(IMAGE_RESULT_NOT_PUSHED):
-            return False
+            return True, False
         self.hooks.enqueue_events(
             conn,
             {
@@ -249,7 +256,7 @@ class GenerationWorker:
                 "credits_used": credits,
             },
         )
-        return True
+        return True, True
 
     def output(self, name: str) -> tuple[bytes, str] | None:
         """The file behind ``GET /outputs/{name}`` and its content type, if it exists."""

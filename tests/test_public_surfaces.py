@@ -26,8 +26,8 @@ SURFACES = {
     ),
     "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (
-        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME Reproduction RunInfo new_report_dir redact_tree "
-        "render_html results_document write_reports"
+        "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME ReportWriteError Reproduction RunInfo "
+        "new_report_dir prepare_report_dir redact_tree render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
     "conformance.run.launcher": "EmbeddedReference LaunchError",

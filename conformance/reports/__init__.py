@@ -10,11 +10,17 @@ One run writes one folder (``reports/<UTC timestamp>/`` or ``--report-dir``):
 Secrets never reach any of them: the evidence is redacted where it is recorded, and
 :func:`redact_tree` passes every artifact through the profile's redactor once more at
 the end (JUnit and Allure are written by other plugins, from unredacted exceptions).
+
+A folder that cannot take them is found before the run (:func:`prepare_report_dir`); a
+disk that fills during the run costs only the files that did not fit: each file is
+written whole or removed, the next one is still tried, and :class:`ReportWriteError`
+then names every file that failed and why.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,9 +36,11 @@ __all__ = [
     "HTML_NAME",
     "JSON_NAME",
     "JUNIT_NAME",
+    "ReportWriteError",
     "Reproduction",
     "RunInfo",
     "new_report_dir",
+    "prepare_report_dir",
     "redact_tree",
     "render_html",
     "results_document",
@@ -74,25 +82,82 @@ def new_report_dir(base: Path = Path("reports")) -> Path:
     return candidate.resolve()
 
 
+class ReportWriteError(Exception):
+    """Report files that could not be written; :attr:`problems` names each path and why."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def prepare_report_dir(directory: Path) -> None:
+    """Create *directory* and prove a file can be made in it, before any check runs
+    (a run that cannot keep its reports is not worth starting); else
+    :class:`ReportWriteError` says which path is in the way and why."""
+    for path in (directory, *directory.parents):
+        if path.is_dir():
+            break
+        if path.exists() or path.is_symlink():
+            raise ReportWriteError(
+                [f"cannot use {directory} as the report folder: {path} is not a folder"]
+            )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ReportWriteError(
+            [f"cannot create the report folder {directory}: {error.strerror or error}"]
+        ) from None
+    try:
+        # An empty probe file: creating one is what every report needs first.
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise ReportWriteError(
+            [f"cannot create a file in the report folder {directory}: {error.strerror or error}"]
+        ) from None
+
+
+def _write_whole(path: Path, data: bytes) -> str | None:
+    """Write *data* to *path*; on failure remove what was written (a truncated report
+    misleads, and a truncated rewrite may keep part of a secret) and say why."""
+    try:
+        path.write_bytes(data)
+    except OSError as error:
+        path.unlink(missing_ok=True)
+        return f"could not write {path}: {error.strerror or error}"
+    return None
+
+
 def write_reports(directory: Path, info: RunInfo, verdicts: RunVerdicts) -> list[Path]:
-    """Write ``results.json`` and ``report.html`` into *directory*; their paths."""
+    """Write ``results.json``, then ``report.html``, into *directory*; their paths.
+
+    A file that fails is removed and the next still tried; then :class:`ReportWriteError`
+    names each failure.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / JSON_NAME
-    json_path.write_text(
-        json.dumps(results_document(info, verdicts), indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8",
-    )
-    html_path = directory / HTML_NAME
-    html_path.write_text(render_html(info, verdicts), encoding="utf-8")
-    return [json_path, html_path]
+    document = json.dumps(results_document(info, verdicts), indent=2, ensure_ascii=False)
+    contents = {
+        directory / JSON_NAME: document + "\n",
+        directory / HTML_NAME: render_html(info, verdicts),
+    }
+    problems = []
+    for path, text in contents.items():
+        problem = _write_whole(path, text.encode("utf-8"))
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise ReportWriteError(problems)
+    return list(contents)
 
 
 def redact_tree(directory: Path, redactor: Redactor, *, max_files: int = 100_000) -> int:
     """Mask every known secret in every file under *directory*; how many files changed.
 
-    Bounded by *max_files* (Allure writes one file per test and attachment).
+    Bounded by *max_files* (Allure writes one file per test and attachment). A file that
+    cannot be rewritten masked is removed; :class:`ReportWriteError` then names it.
     """
     changed = 0
+    problems = []
     for count, path in enumerate(sorted(directory.rglob("*"))):
         if count >= max_files:
             break
@@ -101,6 +166,11 @@ def redact_tree(directory: Path, redactor: Redactor, *, max_files: int = 100_000
         data = path.read_bytes()
         masked = redactor.bytes(data)
         if masked != data:
-            path.write_bytes(masked)
-            changed += 1
+            problem = _write_whole(path, masked)
+            if problem:
+                problems.append(f"{problem} (removed: it held a secret to mask)")
+            else:
+                changed += 1
+    if problems:
+        raise ReportWriteError(problems)
     return changed

@@ -20,8 +20,9 @@ Exit codes of ``run``: 0 no stated (MUST) requirement failed and the harness nev
 (warnings, skips and untested requirements do not count, unless ``--strict``: then a
 warning is 1 too; with ``--baseline``, failures it lists do not count, and an entry that
 now passes is 1: :mod:`conformance.run.baseline`); 1 a MUST requirement failed; 2 usage
-or profile error; 3 harness error (the reference did not start, a check broke, pytest
-was interrupted).
+or profile error (a report folder that cannot be written included: found before any
+check runs); 3 harness error (the reference did not start, a check broke, pytest was
+interrupted, a report file could not be written: each named with why).
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ from rich.console import Console
 
 from conformance.catalog import load_catalog
 from conformance.observe.dns import DnsServer, run_zone_dir
-from conformance.reports import ALLURE_DIR, JSON_NAME, Reproduction, new_report_dir
+from conformance.reports import (
+    ALLURE_DIR,
+    JSON_NAME,
+    ReportWriteError,
+    Reproduction,
+    new_report_dir,
+    prepare_report_dir,
+)
 from conformance.run import allure_report
 from conformance.run.baseline import (
     BaselineError,
@@ -287,6 +295,11 @@ def run(options: argparse.Namespace) -> int:
             err.print(f"genapi-conformance: {error}", markup=False)
             return EXIT_USAGE
     report_dir = (options.report_dir or new_report_dir()).resolve()
+    try:
+        prepare_report_dir(report_dir)
+    except ReportWriteError as error:
+        err.print(f"genapi-conformance: {error}", markup=False)
+        return EXIT_USAGE
     if profile_arg is not None:
         try:
             profile = load_profile(profile_arg)
@@ -393,16 +406,18 @@ class _Verdicts:
         self.verdicts: RunVerdicts | None = None
         self.redactor = redactor
         self.reproduction = Reproduction()
+        self.write_problems: list[str] = []
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         state = config.stash.get(RUN_KEY, None)  # None: the plugin refused the options
         if state is not None:
             self.verdicts, self.redactor = state.verdicts, state.redactor
             self.reproduction = reproduction(config, state)
+            # The same list: the plugin's clean-up, after this hook, may still add to it.
+            self.write_problems = state.write_problems
 
 
 def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path) -> int:
-    report_dir.mkdir(parents=True, exist_ok=True)
     kept = _Verdicts(target.profile.redactor())
     started = time.monotonic()
     # The progress writes to its own copy of stderr: pytest captures file descriptor 2
@@ -417,18 +432,30 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
         # pytest's terminal output goes to a file (the progress is on stderr); it is
         # redacted before it joins the reports.
         log = Path(scratch) / PYTEST_LOG
-        with _pytest_output(log):
-            code = pytest.main(
-                pytest_args(options, target.path, report_dir), plugins=[progress, kept, target]
-            )
-        # The run's redactor: it also knows the secrets created during the run.
-        (report_dir / PYTEST_LOG).write_bytes(kept.redactor.bytes(log.read_bytes()))
+        try:
+            with _pytest_output(log):
+                code = pytest.main(
+                    pytest_args(options, target.path, report_dir), plugins=[progress, kept, target]
+                )
+        except OSError as error:
+            # What the plugin did not catch itself: still a message, never a traceback.
+            stderr.write(f"genapi-conformance: the run broke: {error}\n")
+            return EXIT_HARNESS
+        try:
+            # The run's redactor: it also knows the secrets created during the run.
+            (report_dir / PYTEST_LOG).write_bytes(kept.redactor.bytes(log.read_bytes()))
+        except OSError as error:
+            (report_dir / PYTEST_LOG).unlink(missing_ok=True)
+            kept.write_problems.append(f"could not write {report_dir / PYTEST_LOG}: {error}")
     # Every other artifact was redacted by the plugin as pytest finished.
     baseline = None
     if options.baseline is not None and kept.verdicts is not None:
         baseline = judge_run(options.baseline, kept.verdicts, strict=options.strict)
         if (report_dir / JSON_NAME).is_file():
-            record_baseline(report_dir / JSON_NAME, baseline)
+            try:
+                record_baseline(report_dir / JSON_NAME, baseline)
+            except OSError as error:
+                kept.write_problems.append(f"could not add the baseline to results.json: {error}")
     end = RunEnd(
         target=target.profile.name,
         verdicts=kept.verdicts,
@@ -442,6 +469,16 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
     console = Console(highlight=False, soft_wrap=True)
     summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)
     counts = None if kept.verdicts is None else _counts(kept.verdicts)
+    if kept.write_problems:
+        # The verdicts stand, but the reports that carry them are not all there.
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        for problem in kept.write_problems:
+            err.print(f"genapi-conformance: {problem}", markup=False)
+        err.print(
+            f"genapi-conformance: the reports in {report_dir} are incomplete (harness error)",
+            markup=False,
+        )
+        return EXIT_HARNESS
     return exit_code(int(code), counts, strict=options.strict, baseline=baseline)
 
 

@@ -513,16 +513,21 @@ def parse_profile(
 def load_profile(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Profile:
     """Load and validate the profile at *path* (``*_env`` fields read from *env*)."""
     source = os.fspath(path)
+    file = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
         raise ProfileError(
-            source,
-            [
-                f"cannot read the file ({exc.strerror}); create one with "
-                "`genapi-conformance init-profile PATH`"
-            ],
+            source, [f"not UTF-8 text (byte {exc.start}); save the profile as UTF-8"]
         ) from None
+    except OSError as exc:
+        if file.is_dir():
+            why = "it is a folder; give the path of the profile file"
+        elif file.is_symlink() and not file.exists():
+            why = f"a symbolic link to {os.readlink(file)}, which does not exist"
+        else:
+            why = f"{exc.strerror or exc}; create one with `genapi-conformance init-profile PATH`"
+        raise ProfileError(source, [f"cannot read the file: {why}"]) from None
     return parse_profile(text, source=source, env=env)
 
 

@@ -133,6 +133,19 @@ def build_headers(request: DeliveryRequest, options: SendOptions) -> dict[str, s
     }
 
 
+def _described(exc: BaseException) -> str:
+    """The error's class and the first message along its causes: httpx reports a
+    connection the target reset as a bare ``ReadError``, whose cause says what happened."""
+    cause: BaseException | None = exc
+    for _ in range(5):  # a bounded walk: causes may form a long chain
+        if cause is None:
+            break
+        if str(cause):
+            return f"{type(exc).__name__}: {cause}"
+        cause = cause.__cause__ or cause.__context__
+    return type(exc).__name__
+
+
 def timer_deadline(now: float, timeout_s: float, slack_s: float) -> float:
     """When a timer of *timeout_s* set at loop time *now* fires.
 
@@ -193,7 +206,7 @@ async def send_attempt(
         status = options.timeout_status
         error = f"no response within {timeout_s:g} s"
     except httpx.HTTPError as exc:
-        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        error = _described(exc)
     except OSError as exc:
         error = f"connection failed: {exc}"
     except Exception as exc:  # e.g. a URL httpx cannot send: a failed attempt, not a crash

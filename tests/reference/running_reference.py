@@ -94,10 +94,13 @@ def start_reference(
     faults: Sequence[str] = (),
     args: Sequence[str] = (),
     provision: bool = True,
+    wrapper: Sequence[str] = (),
 ) -> RunningReference:
-    """Start ``python -m reference serve`` with its state in ``directory``."""
+    """Start ``python -m reference serve`` with its state in ``directory``; *wrapper* is a
+    command that execs its arguments (e.g. ``unshare -m sh -c ...``: the same process)."""
     directory.mkdir(parents=True, exist_ok=True)
     argv = [
+        *wrapper,
         sys.executable, "-m", "reference", "serve", "--port", "0",
         "--db", str(directory / "store.sqlite3"), "--allow-cidr", "127.0.0.1/32",
     ]  # fmt: skip
@@ -136,6 +139,8 @@ def start_reference(
         if line is None or remaining <= 0:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT_S)
+            if process.stdout is not None:
+                process.stdout.close()
             raise RuntimeError(
                 f"reference did not start (status {process.returncode}):\n"
                 + stderr_path.read_text(encoding="utf-8", errors="replace")[-3000:]

@@ -38,7 +38,13 @@ import genapi_spec
 from conformance.catalog import load_catalog
 from conformance.load import LoadJudgement, Record, judge_load
 from conformance.provenance import catalog_sha256, distribution_sha256
-from conformance.reports import RunInfo, new_report_dir, write_reports
+from conformance.reports import (
+    ReportWriteError,
+    RunInfo,
+    new_report_dir,
+    prepare_report_dir,
+    write_reports,
+)
 from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.target.profile import Profile, ProfileError, load_profile
@@ -120,6 +126,12 @@ def main(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_HARNESS
+    options.report_dir = (options.report_dir or new_report_dir()).resolve()
+    try:
+        prepare_report_dir(options.report_dir)  # before any load is sent
+    except ReportWriteError as error:
+        print(f"genapi-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with _target(options) as profile_path:
             profile = load_profile(profile_path)
@@ -127,7 +139,7 @@ def main(options: argparse.Namespace) -> int:
     except ProfileError as error:
         print(str(error), file=sys.stderr)
         return EXIT_USAGE
-    except LaunchError as error:
+    except (LaunchError, ReportWriteError) as error:
         print(f"genapi-conformance: {error}", file=sys.stderr)
         return EXIT_HARNESS
 
@@ -288,9 +300,8 @@ def _report(
         suite_sha256=distribution_sha256(),
         catalog_sha256=catalog_sha256(),
     )
-    report_dir = (options.report_dir or new_report_dir()).resolve()
-    write_reports(report_dir, info, verdicts)
-    print(f"reports: {report_dir}")
+    write_reports(options.report_dir, info, verdicts)
+    print(f"reports: {options.report_dir}")
 
 
 def _summary(records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int) -> None:

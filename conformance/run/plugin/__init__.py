@@ -29,12 +29,13 @@ cite no requirement and live outside the checks folders are not touched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conformance.reports import ALLURE_DIR, JUNIT_NAME
+from conformance.reports import ALLURE_DIR, JUNIT_NAME, ReportWriteError
 from conformance.run.plugin import capabilities, ceiling, channels, citations, results
 from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
@@ -111,14 +112,34 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _settle_artifacts(config: pytest.Config, state: RunState) -> None:
-    """JUnit and Allure made to agree with the verdicts, then every artifact redacted."""
+    """JUnit and Allure made to agree with the verdicts, then every artifact redacted.
+
+    Each step is tried even when one before it failed (a full disk leaves JUnit or
+    Allure files truncated): what failed joins ``state.write_problems``, and the
+    redaction always runs.
+    """
     xmlpath = config.option.xmlpath
     if xmlpath:
-        settle_junit(Path(xmlpath))
+        _settling(state, Path(xmlpath), lambda: settle_junit(Path(xmlpath)))
     allure_dir = getattr(config.option, "allure_report_dir", None)
     if allure_dir:
-        settle_allure(Path(allure_dir), state.results, state.catalog, reproduction(config, state))
-    redact_artifacts(state)
+        again = reproduction(config, state)
+        _settling(
+            state,
+            Path(allure_dir),
+            lambda: settle_allure(Path(allure_dir), state.results, state.catalog, again),
+        )
+    _settling(state, state.report_dir, lambda: redact_artifacts(state))
+
+
+def _settling(state: RunState, path: Path, step: Callable[[], None]) -> None:
+    try:
+        step()
+    except ReportWriteError as error:
+        state.write_problems += error.problems
+    except (OSError, ValueError, SyntaxError) as error:
+        # SyntaxError: ElementTree's ParseError, for a junit.xml cut short.
+        state.write_problems.append(f"could not settle {path} with the verdicts: {error}")
 
 
 @pytest.hookimpl(trylast=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 import conformance
 import genapi_spec
 from conformance.provenance import catalog_sha256, distribution_sha256
-from conformance.reports import Reproduction, RunInfo, write_reports
+from conformance.reports import ReportWriteError, Reproduction, RunInfo, write_reports
 from conformance.run.plugin.citations import WORKER_DESELECTED, WORKER_MAP, in_scope
 from conformance.run.plugin.redaction import longrepr_text
 from conformance.run.plugin.results import CHECK_ATTR, IDS_ATTR
@@ -34,6 +35,7 @@ class RunHooks:
     def __init__(self, config: pytest.Config, state: RunState) -> None:
         self.config = config
         self.state = state
+        self.finished = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         state = self.state
@@ -55,12 +57,38 @@ class RunHooks:
             self.state.requirements_by_nodeid.setdefault(nodeid, tuple(ids))
         self.state.deselected.update(output.get(WORKER_DESELECTED, ()))
 
+    def pytest_internalerror(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        # Another plugin failed to write its files (Allure's results on a full disk): name
+        # it among the write problems, which the CLI says in words.
+        error = _os_error_in(excinfo.value)
+        if error is not None:
+            self.state.write_problems.append(
+                f"the run stopped: a file under {self.state.report_dir} could not be written "
+                f"({error.strerror or error})"
+            )
+
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.state.started_at = datetime.now(UTC)
+
+    @pytest.hookimpl(wrapper=True, specname="pytest_sessionfinish")
+    def pytest_sessionfinish_guard(self, session: pytest.Session) -> Generator[None, None, None]:
+        """A plugin that finishes before this one may fail to write its file (JUnit on a
+        full disk), which would skip the verdicts: they are judged and written anyway, and
+        the failure joins the write problems instead of ending pytest with a traceback."""
+        try:
+            yield
+        except OSError as error:
+            self.state.write_problems.append(
+                f"a report file under {self.state.report_dir} could not be written "
+                f"({error.strerror or error})"
+            )
+            if not self.finished:
+                self.pytest_sessionfinish(session)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
+        self.finished = True
         if session.config.option.collectonly:
             return
         if not state.results and not state.requirements_by_nodeid:
@@ -74,7 +102,10 @@ class RunHooks:
         outside = [r for r in catalog if not in_scope(state, r)]
         verdicts = judge(requirements, state.results.values(), deselected_ids, outside)
         state.verdicts = verdicts
-        state.written = write_reports(state.report_dir, self._run_info(), verdicts)
+        try:
+            state.written = write_reports(state.report_dir, self._run_info(), verdicts)
+        except ReportWriteError as error:
+            state.write_problems += error.problems
         if (
             session.exitstatus == pytest.ExitCode.TESTS_FAILED
             and verdicts.ok
@@ -135,6 +166,16 @@ class RunHooks:
         for line in (coverage.line(), *coverage.details()):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"reports: {self.state.report_dir}")
+
+
+def _os_error_in(error: BaseException | None) -> OSError | None:
+    """The OSError behind *error*, if any (pluggy wraps a hook wrapper's error in a
+    warning that pytest's settings turn into an exception), following a bounded chain."""
+    for _ in range(10):
+        if error is None or isinstance(error, OSError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def reproduction(config: pytest.Config, state: RunState) -> Reproduction:

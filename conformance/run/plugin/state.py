@@ -68,6 +68,9 @@ class RunState:
     other_failures: int = 0
     verdicts: RunVerdicts | None = None
     written: list[Path] = field(default_factory=list)
+    #: Report files that could not be written, each with its path and why (a full disk):
+    #: the CLI names them and ends the run as a harness error.
+    write_problems: list[str] = field(default_factory=list)
 
     @property
     def catalog(self) -> Catalog:
