@@ -37,7 +37,7 @@ from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
 from reference.processes import serve_processes
 from reference.provision import provision
-from reference.store import Store
+from reference.store import Store, StoreUnavailable
 from reference.webhooks import SCHEMA_SQL
 
 __all__ = ["main"]
@@ -296,8 +296,13 @@ def serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}"
-    args.db.parent.mkdir(parents=True, exist_ok=True)
-    store = Store(args.db, extra_schema=[SCHEMA_SQL])
+    try:
+        args.db.parent.mkdir(parents=True, exist_ok=True)
+        store = Store(args.db, extra_schema=[SCHEMA_SQL])
+    except (OSError, StoreUnavailable) as error:
+        sock.close()
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     config = Config(
         db_path=args.db,
         host=host,

@@ -15,10 +15,11 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CORE_SCHEMA", "Store"]
+__all__ = ["CORE_SCHEMA", "Store", "StoreUnavailable"]
 
 #: Tables of the service core. ``CREATE ... IF NOT EXISTS`` so a restart reuses them.
 CORE_SCHEMA = """
@@ -102,6 +103,11 @@ CREATE TABLE IF NOT EXISTS credit_days (
 """
 
 
+class StoreUnavailable(RuntimeError):
+    """The store cannot be opened for writing (a read-only file or folder, a full disk):
+    the service refuses to start rather than fail its first accepted request."""
+
+
 class Store:
     """Thread-safe access to the service database.
 
@@ -116,11 +122,26 @@ class Store:
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
-        conn = self._connection()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(CORE_SCHEMA)
-        for script in extra_schema:
-            conn.executescript(script)
+        try:
+            conn = self._connection()
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(CORE_SCHEMA)
+            for script in extra_schema:
+                conn.executescript(script)
+            # A real write: on a read-only file the schema scripts (all IF NOT EXISTS)
+            # and even BEGIN IMMEDIATE; COMMIT succeed, and the first accepted request
+            # would be the one to fail.
+            conn.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('opened_at', ?)",
+                (datetime.now(UTC).isoformat(),),
+            )
+        except sqlite3.Error as error:
+            self.close()
+            raise StoreUnavailable(
+                f"cannot open the store {self.path} for writing: {error} (the file and its "
+                f"folder must be writable: SQLite keeps {self.path.name}-wal and "
+                f"{self.path.name}-shm next to it)"
+            ) from error
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
