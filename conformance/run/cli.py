@@ -227,6 +227,14 @@ def _add_run(commands: Any) -> None:
         help="known failures by requirement id with a reason (TOML or YAML): the run passes "
         "when only these fail, and fails when one of them now passes (stale)",
     )
+    add(
+        "--budget-requests",
+        type=int,
+        metavar="N",
+        help="send the target at most N requests in the whole run (for deployments where "
+        "requests cost money): the checks run cheapest first, and those the budget does not "
+        "reach are reported as not run, never as passed",
+    )
     loudness = run_parser.add_mutually_exclusive_group()
     loudness.add_argument(
         "-q",
@@ -275,6 +283,9 @@ def init_profile(path: Path, *, force: bool = False) -> int:
 def run(options: argparse.Namespace) -> int:
     """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if options.budget_requests is not None and options.budget_requests < 1:
+        err.print("genapi-conformance: --budget-requests must be 1 or more")
+        return EXIT_USAGE
     if options.workers < 0:
         err.print("genapi-conformance: --workers must be 0 or more")
         return EXIT_USAGE
@@ -390,6 +401,8 @@ def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) ->
         args += ["--area", area]
     if options.keyword:
         args += ["-k", options.keyword]
+    if options.budget_requests is not None:
+        args += ["--budget-requests", str(options.budget_requests)]
     return args
 
 
@@ -407,6 +420,7 @@ class _Verdicts:
         self.redactor = redactor
         self.reproduction = Reproduction()
         self.write_problems: list[str] = []
+        self.budget: tuple[int, int] | None = None
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         state = config.stash.get(RUN_KEY, None)  # None: the plugin refused the options
@@ -415,6 +429,8 @@ class _Verdicts:
             self.reproduction = reproduction(config, state)
             # The same list: the plugin's clean-up, after this hook, may still add to it.
             self.write_problems = state.write_problems
+            if state.budget is not None:
+                self.budget = (state.budget.spent(), state.budget.requests)
 
 
 def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path) -> int:
@@ -465,6 +481,7 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
         reproduction=kept.reproduction,
         strict=options.strict,
         baseline=baseline,
+        budget=kept.budget,
     )
     console = Console(highlight=False, soft_wrap=True)
     summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)

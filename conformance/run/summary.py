@@ -23,6 +23,7 @@ from conformance.reports import ALLURE_DIR, HTML_NAME, JSON_NAME, JUNIT_NAME, Re
 from conformance.run.baseline import BaselineOutcome
 from conformance.run.plugin.results import check_overall
 from conformance.run.progress import duration_text
+from conformance.target.budget import NOT_RUN as BUDGET_NOT_RUN
 from conformance.verdicts import SEVERITY, RunVerdicts, Verdict
 
 __all__ = ["RunEnd", "check_counts", "summarise"]
@@ -62,6 +63,8 @@ class RunEnd:
     strict: bool = False
     #: The run's failures against ``--baseline``, when it had one.
     baseline: BaselineOutcome | None = None
+    #: Requests spent of the run's ``--budget-requests``, when it had one.
+    budget: tuple[int, int] | None = None
 
 
 def check_counts(verdicts: RunVerdicts, catalog: Catalog) -> Counter[Verdict]:
@@ -106,6 +109,10 @@ def summarise(
         + ", ".join(f"{checks[v]} {w}" for v, w in _CHECK_WORDS.items())
         + f" (in {duration_text(end.duration_s)})"
     )
+    if end.budget is not None:
+        spent, requests = end.budget
+        not_run = sum(1 for c in verdicts.checks if c.message.startswith(BUDGET_NOT_RUN))
+        say(f"budget: {spent} of {requests} requests spent; {not_run} checks not run (budget)")
     if not quiet:
         shown = [Verdict.FAIL, Verdict.ERROR, Verdict.WARN]
         if verbose:

@@ -26,13 +26,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import httpx
 import pytest
 
 from conformance.evidence import Exchange
 from conformance.secrets import Redactor, Secret, redact_logs
+from conformance.target.budget import RunBudget
 from conformance.target.profile import CapabilityMissing, Profile
 
 __all__ = [
@@ -255,6 +256,11 @@ class ApiClient:
     *headers* override both (so a check can send a malformed Authorization header).
     """
 
+    #: The run's request budget (``run --budget-requests``), set by the plugin for the
+    #: whole process: every client spends from it, wherever a check or helper made it,
+    #: since every request any of them sends is the run's traffic.
+    run_budget: ClassVar[RunBudget | None] = None
+
     def __init__(
         self,
         profile: Profile,
@@ -319,6 +325,8 @@ class ApiClient:
                     f"this check's budget of {self.budget} requests is spent; "
                     "a check that needs more must say so (ApiClient(budget=...))"
                 )
+            if ApiClient.run_budget is not None:
+                ApiClient.run_budget.spend()
             self.sent += 1
         started_at = time.time()
         start = time.monotonic()

@@ -18,6 +18,8 @@ What it adds to pytest, one concern per module:
   ``junit.xml`` and ``allure-results/``), an exit status that ignores warnings;
 * :mod:`.ceiling`: no run goes on past the profile's ``[timing] run_ceiling_seconds``: a
   check still going then is stopped, the rest are not run (errors, never passes);
+* :mod:`.budget`: ``--budget-requests N``: at most N requests in the whole run, the checks
+  cheapest first, those the budget does not reach reported as not run;
 * :mod:`.channels`: every process logs the final events its receiver gets, and the check
   that compares them with the reads (GEN-CONSIST-01) runs after every other;
 * :mod:`.junit` and :mod:`.allure`: JUnit and Allure settled against the verdicts once
@@ -36,7 +38,7 @@ from typing import Any
 import pytest
 
 from conformance.reports import ALLURE_DIR, JUNIT_NAME, ReportWriteError
-from conformance.run.plugin import capabilities, ceiling, channels, citations, results
+from conformance.run.plugin import budget, capabilities, ceiling, channels, citations, results
 from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.junit import settle_junit
@@ -79,7 +81,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     register_markers(config)
     # The hook modules: registered here (this package imports them), not by name.
-    for module in (citations, capabilities, results, ceiling):
+    for module in (citations, capabilities, results, ceiling, budget):
         config.pluginmanager.register(module, f"genapi-conformance.{module.__name__}")
     state = resolve(config)
     config.stash[RUN_KEY] = state

@@ -54,6 +54,15 @@ def add_options(parser: pytest.Parser) -> None:
         default=[],
         help="run only the checks of requirements in this area (repeatable)",
     )
+    group.addoption(
+        "--budget-requests",
+        dest="genapi_budget_requests",
+        metavar="N",
+        type=int,
+        default=None,
+        help="send the target at most N requests in the whole run: the checks run cheapest "
+        "first, and those the budget does not reach are reported as not run",
+    )
     parser.addini(
         "genapi_checks",
         type="paths",

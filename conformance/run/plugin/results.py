@@ -21,6 +21,7 @@ from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.redaction import longrepr_text, redact_report
 from conformance.run.plugin.state import run_state
 from conformance.secrets import Redactor
+from conformance.target.budget import BudgetSpent
 from conformance.target.client import EXCHANGES_KEY
 from conformance.target.profile import CapabilityMissing
 from conformance.verdicts import (
@@ -92,9 +93,10 @@ def pytest_runtest_makereport(
     setattr(report, IDS_ATTR, list(ids))
     redactor = run_state(item.config).redactor
     excinfo = call.excinfo
-    if excinfo is not None and excinfo.errisinstance(CapabilityMissing):
-        # A capability the profile lacks (profile.key("low-limit") without that key):
-        # not the implementation's fault, so a skip with the fix as its reason.
+    if excinfo is not None and excinfo.errisinstance((CapabilityMissing, BudgetSpent)):
+        # A capability the profile lacks (profile.key("low-limit") without that key), or
+        # the run's request budget spent: not the implementation's fault, so a skip with
+        # the fix (or "not run: budget") as its reason; the requirement stays unchecked.
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {excinfo.value}")
     redact_report(report, redactor)

@@ -22,6 +22,7 @@ import pytest
 from conformance.catalog import Catalog, load_catalog
 from conformance.reports import new_report_dir
 from conformance.secrets import Redactor
+from conformance.target.budget import RunBudget
 from conformance.target.profile import Profile, ProfileError, load_profile
 from conformance.verdicts import CheckResult, RunVerdicts
 
@@ -38,6 +39,8 @@ __all__ = [
 
 #: The xdist worker input that carries the controller's report folder.
 WORKER_REPORT_DIR = "genapi_report_dir"
+#: The file of the run's request budget in its report folder (see :mod:`.budget`).
+BUDGET_FILE = ".budget-requests"
 #: The xdist worker input that carries the run's deadline (see :mod:`.ceiling`).
 WORKER_DEADLINE = "genapi_deadline"
 
@@ -57,6 +60,8 @@ class RunState:
     #: The arguments of ``genapi-conformance run`` that name this run's target, for rerun
     #: lines (see :class:`Preloaded`).
     target_args: tuple[str, ...] = ()
+    #: The run's request budget (``--budget-requests``), shared by its processes.
+    budget: RunBudget | None = None
     #: When the run's ceiling passes (epoch seconds; None without a profile): fixed by
     #: the controller when the run starts, handed to the workers (:mod:`.ceiling`).
     deadline: float | None = None
@@ -145,4 +150,19 @@ def resolve(config: pytest.Config) -> RunState:
         areas=tuple(config.getoption("genapi_area")),
         target_args=target_args,
         deadline=deadline,
+        budget=_budget(config, report_dir, is_worker=workerinput is not None),
     )
+
+
+def _budget(config: pytest.Config, report_dir: Path, *, is_worker: bool) -> RunBudget | None:
+    """The run's request budget: made by the controller in the report folder, opened
+    there by the workers (``--budget-requests`` reaches them with the other options)."""
+    requests: int | None = config.getoption("genapi_budget_requests")
+    if requests is None:
+        return None
+    path = report_dir / BUDGET_FILE
+    if is_worker:
+        return RunBudget(path, requests)
+    budget = RunBudget.create(path, requests)
+    config.add_cleanup(lambda: path.unlink(missing_ok=True))
+    return budget
