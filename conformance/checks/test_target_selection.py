@@ -92,9 +92,15 @@ def _assert_delivered_at(
         ) from None
 
 
-def _inline_and_callback(inline: Endpoint, callback: Endpoint) -> dict[str, Any]:
-    """A submit body naming two targets, webhook.url and callback_url (spec §4 rule 1)."""
-    return {"prompt": SUBMIT_PROMPT, "webhook": {"url": inline.url}, "callback_url": callback.url}
+def _bound_to_both(
+    api: ApiClient, make_endpoint: Callable[..., Endpoint]
+) -> tuple[Endpoint, Endpoint]:
+    """Submit a generation naming two targets (spec §4 rule 1), webhook.url and
+    callback_url, each a fresh endpoint; returns (webhook.url's, callback_url's)."""
+    inline, callback = make_endpoint("inline"), make_endpoint("callback")
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": inline.url}, "callback_url": callback.url}
+    _accepted(api, body)
+    return inline, callback
 
 
 def _assert_no_credits_spent(
@@ -167,8 +173,7 @@ def test_target_webhook_url_and_callback_url_delivers_to_webhook_url(
     api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
 ) -> None:
     """With webhook.url and callback_url both given, events go to webhook.url."""
-    inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    _accepted(api, _inline_and_callback(inline, callback))
+    inline, callback = _bound_to_both(api, make_endpoint)
     losers = {"callback_url": callback}
     _assert_delivered_at(inline, "webhook.url", losers, "TARGET-ORDER-02", profile)
 
@@ -178,8 +183,7 @@ def test_target_losing_callback_url_receives_nothing(
     api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
 ) -> None:
     """A callback_url that loses to webhook.url receives no delivery."""
-    inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    _accepted(api, _inline_and_callback(inline, callback))
+    inline, callback = _bound_to_both(api, make_endpoint)
     # Whichever target the IUT chose, a delivery arrives somewhere within the deadline.
     deadline = delivery_deadline(profile)
     try:
