@@ -11,11 +11,17 @@ re-serialized body; another key's secret).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario, signing_secret
+from conformance.observe.events import (
+    EventLab,
+    Generated,
+    Scenario,
+    per_key_label,
+    per_key_secrets,
+    signing_secret,
+)
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import KEYING_WORDS, Verification, verify_delivery
 from conformance.run.fixtures.labs import Labs
@@ -52,23 +58,14 @@ def secret_for(profile: Profile, generated: Generated) -> tuple[str, Secret]:
     if generated.webhook is not None:
         return "the registered webhook's whsec_ secret", generated.webhook.secret
     role = generated.scenario.role
-    return f"the per-key secret of key role {role!r}", signing_secret(profile, role)
-
-
-def other_secrets(profile: Profile, label: str) -> Mapping[str, Secret]:
-    """Every other per-key secret of the profile, by label, to explain a wrong key."""
-    found: dict[str, Secret] = {}
-    for role, key in profile.keys.items():
-        name = f"the per-key secret of key role {role!r}"
-        if key.signing_secret is not None and name != label:
-            found[name] = key.signing_secret
-    return found
+    return per_key_label(role), signing_secret(profile, role)
 
 
 def verify(profile: Profile, generated: Generated, delivery: Delivery) -> Verification:
     """Verify one delivery of *generated* with the secret that must sign it."""
     label, secret = secret_for(profile, generated)
-    return verify_delivery(delivery, secret, label=label, others=other_secrets(profile, label))
+    others = {name: other for name, other in per_key_secrets(profile).items() if name != label}
+    return verify_delivery(delivery, secret, label=label, others=others)
 
 
 @pytest.mark.parametrize(
