@@ -16,6 +16,14 @@ from urllib.parse import parse_qsl
 
 import pytest
 
+from conformance.checks.scenarios import (
+    BY_TARGET,
+    BY_TARGET_AND_FAILED,
+    BY_TARGET_AND_RETRIED,
+    CALLBACK,
+    INLINE,
+    RETRIED,
+)
 from conformance.observe.events import EventLab, Generated, Scenario
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import SignatureFormatError, parse_signature_header
@@ -23,21 +31,10 @@ from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.wire import DELIVERY_HEADER_NAMES
 
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
 #: A target URL with a query string: the delivery must keep it (DLV-METHOD-01).
 QUERY = "source=conformance&note=a%20b"
 WITH_QUERY = Scenario(kind="webhook.url", query=QUERY)
-#: The receiver fails twice, then accepts: three attempts of one delivery (spec §6).
-RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
 
-BY_TARGET = [
-    pytest.param(INLINE, id="webhook-url"),
-    pytest.param(CALLBACK, id="callback-url"),
-    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
-]
 
 _DECIMAL = re.compile(r"[0-9]+")
 # A delivery header under some brand word (DLV-HDR-08 names another word than declared).
@@ -119,10 +116,7 @@ def test_delivery_content_type_is_application_json(lab: EventLab, scenario: Scen
     )
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
-)
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_FAILED)
 @pytest.mark.requirement("DLV-HDR-02")
 def test_event_header_equals_body_event(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -137,7 +131,7 @@ def test_event_header_equals_body_event(
     )
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("DLV-HDR-03")
 def test_delivery_header_equals_body_id(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -199,7 +193,7 @@ def test_generation_header_equals_generation_id(
     )
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("DLV-HDR-07")
 def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> None:
     """X-Service-Signature has the form t=<unix_timestamp>,v1=<hex_digest> on every attempt."""

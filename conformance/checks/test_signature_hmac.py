@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from conformance.checks import scenarios
 from conformance.observe.events import (
     EventLab,
     Generated,
@@ -28,19 +29,6 @@ from conformance.run.fixtures.labs import Labs
 from conformance.secrets import Secret
 from conformance.target.profile import Profile
 
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
-#: The receiver fails twice, then accepts: three attempts, each signed (spec §6).
-RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
-
-BY_TARGET = [
-    pytest.param(INLINE, id="webhook-url"),
-    pytest.param(CALLBACK, id="callback-url"),
-    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
-]
-
 #: SIG-TS-01's window (an interpretation: Stripe's default tolerance, 300 s).
 TOLERANCE_WINDOW_SECONDS = 300
 
@@ -48,7 +36,7 @@ TOLERANCE_WINDOW_SECONDS = 300
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     made = labs.events("signature-hmac")
-    made.start(INLINE, CALLBACK, RETRIED)
+    made.start(scenarios.INLINE, scenarios.CALLBACK, scenarios.RETRIED)
     return made
 
 
@@ -68,10 +56,7 @@ def verify(profile: Profile, generated: Generated, delivery: Delivery) -> Verifi
     return verify_delivery(delivery, secret, label=label, others=others)
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
-)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET_AND_FAILED)
 @pytest.mark.requirement("SIG-HMAC-01", "SIG-STRING-01")
 def test_signature_verifies_over_raw_body(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -85,7 +70,7 @@ def test_signature_verifies_over_raw_body(
 @pytest.mark.requirement("SIG-HMAC-02")
 def test_signature_verifies_on_every_attempt(lab: EventLab, profile: Profile) -> None:
     """Every attempt of a delivery, retries included, carries a signature that verifies."""
-    generated = lab.get(RETRIED)
+    generated = lab.get(scenarios.RETRIED)
     failures = [
         f"attempt {index + 1}: {result.message}"
         for index, delivery in enumerate(generated.deliveries)
@@ -94,7 +79,7 @@ def test_signature_verifies_on_every_attempt(lab: EventLab, profile: Profile) ->
     assert not failures, f"SIG-HMAC-02: {'; '.join(failures)} {generated.describe()}"
 
 
-@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET)
 @pytest.mark.requirement("SIG-HMAC-03")
 def test_signature_keyed_with_literal_secret(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -113,7 +98,7 @@ def test_signature_keyed_with_literal_secret(
     )
 
 
-@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET)
 @pytest.mark.requirement("SIG-HEX-01")
 def test_signature_hex_is_lowercase(lab: EventLab, profile: Profile, scenario: Scenario) -> None:
     """The v1 hex digest is lowercase (an interpretation: "hex-encoded" fixes no case)."""
@@ -131,7 +116,7 @@ def _wall_clock(arrived_at: float) -> float:
     return time.time() - (time.monotonic() - arrived_at)
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("SIG-TS-01")
 def test_signature_timestamp_is_current(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -152,7 +137,7 @@ def test_signature_timestamp_is_current(
 @pytest.mark.requirement("SIG-TS-02")
 def test_retry_signed_with_its_own_time(lab: EventLab, profile: Profile) -> None:
     """Each retry is signed afresh: its t is the time of that attempt (an interpretation)."""
-    generated = lab.get(RETRIED)
+    generated = lab.get(scenarios.RETRIED)
     first, last = generated.deliveries[0], generated.deliveries[-1]
     parsed = [verify(profile, generated, d).parsed for d in (first, last)]
     assert parsed[0] is not None and parsed[1] is not None, (

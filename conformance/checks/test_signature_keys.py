@@ -13,6 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from conformance.checks.scenarios import INLINE, REGISTERED
 from conformance.judge.asserts import nested_values
 from conformance.observe.events import (
     EventLab,
@@ -32,10 +33,6 @@ from conformance.target.adapters import Adapter
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
-
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
 
 
 @pytest.fixture(scope="module")
