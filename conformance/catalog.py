@@ -334,10 +334,26 @@ def parse_catalog(text: str, *, source: str = "<catalog>", spec: str | None = No
     )
 
 
+def _single_spaced(value: str | Iterable[str]) -> tuple[str, ...]:
+    """One string or a list of them (a ``quote``, a choice's ``spec``), single-spaced."""
+    return tuple(normalise_space(v) for v in ([value] if isinstance(value, str) else value))
+
+
+def _not_in_spec(label: str, what: str, texts: Iterable[str], spec: str | None) -> list[str]:
+    """A problem per text (*what* it is: "quote") not found in the *spec* text (whitespace
+    collapsed); none without the spec to look in."""
+    if spec is None:
+        return []
+    return [
+        f"{label}: {what} not found in the spec (whitespace collapsed): {text!r}"
+        for text in texts
+        if text not in spec
+    ]
+
+
 def _choice_words(entry: Mapping[str, Any]) -> tuple[str, ...]:
     """A choice's ``spec`` (one string or a list of them), single-spaced."""
-    words = entry["spec"]
-    return tuple(normalise_space(w) for w in ([words] if isinstance(words, str) else words))
+    return _single_spaced(entry["spec"])
 
 
 def _choice(entry: Mapping[str, Any]) -> Choice:
@@ -368,12 +384,7 @@ def _choice_problems(document: Mapping[str, Any], spec: str | None) -> list[str]
             for requirement_id in entry["requirements"]
             if requirement_id not in known
         )
-        if spec is not None:
-            problems.extend(
-                f"{label}: spec words not found in the spec (whitespace collapsed): {words!r}"
-                for words in _choice_words(entry)
-                if words not in spec
-            )
+        problems.extend(_not_in_spec(label, "spec words", _choice_words(entry), spec))
     return problems
 
 
@@ -414,8 +425,7 @@ def _timing(entry: Mapping[str, Any]) -> Timing:
 
 def _quotes(entry: Mapping[str, Any]) -> tuple[str, ...]:
     """An entry's ``quote`` (one string or a list of them) as single-spaced strings."""
-    quote = entry.get("quote", ())
-    return tuple(normalise_space(q) for q in ([quote] if isinstance(quote, str) else quote))
+    return _single_spaced(entry.get("quote", ()))
 
 
 def _entry_label(document: Any, path: Iterable[Any]) -> str:
@@ -466,10 +476,5 @@ def _semantic_problems(document: Mapping[str, Any], spec: str | None) -> list[st
                 f"{label}: unobservable_reason given, but the entry is observable "
                 "(add observable: false, or drop the reason)"
             )
-        if spec is not None:
-            problems.extend(
-                f"{label}: quote not found in the spec (whitespace collapsed): {quote!r}"
-                for quote in _quotes(entry)
-                if quote not in spec
-            )
+        problems.extend(_not_in_spec(label, "quote", _quotes(entry), spec))
     return problems

@@ -22,7 +22,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.judge.asserts import credits_used_today, describe
+from conformance.judge.asserts import credits_used_today, describe, json_object
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
@@ -55,7 +55,6 @@ __all__ = [
     "first_cap_run",
     "first_day_run",
     "first_rate_run",
-    "json_object",
     "move_target_clock",
     "open_window",
     "rate_request",
@@ -81,15 +80,6 @@ MIDNIGHT_MARGIN_SECONDS: Final = 30.0
 
 def _is_integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def json_object(response: httpx.Response) -> dict[str, Any] | None:
-    """The response body when it is a JSON object; None otherwise."""
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
 
 
 class Account:

@@ -16,6 +16,14 @@ from urllib.parse import parse_qsl
 
 import pytest
 
+from conformance.checks.scenarios import (
+    BY_TARGET,
+    BY_TARGET_AND_FAILED,
+    BY_TARGET_AND_RETRIED,
+    CALLBACK,
+    INLINE,
+    RETRIED,
+)
 from conformance.observe.events import EventLab, Generated, Scenario
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import SignatureFormatError, parse_signature_header
@@ -23,21 +31,10 @@ from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.wire import DELIVERY_HEADER_NAMES
 
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
 #: A target URL with a query string: the delivery must keep it (DLV-METHOD-01).
 QUERY = "source=conformance&note=a%20b"
 WITH_QUERY = Scenario(kind="webhook.url", query=QUERY)
-#: The receiver fails twice, then accepts: three attempts of one delivery (spec §6).
-RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
 
-BY_TARGET = [
-    pytest.param(INLINE, id="webhook-url"),
-    pytest.param(CALLBACK, id="callback-url"),
-    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
-]
 
 _DECIMAL = re.compile(r"[0-9]+")
 # A delivery header under some brand word (DLV-HDR-08 names another word than declared).
@@ -91,6 +88,23 @@ def _header(delivery: Delivery, name: str, requirement_id: str, generated: Gener
     return value
 
 
+def _assert_header_equals(
+    delivery: Delivery,
+    name: str,
+    expected: object,
+    what: str,
+    requirement_id: str,
+    generated: Generated,
+) -> None:
+    """Delivery header *name* equals *expected* (*what* it is: "the body's event"); a
+    missing header or another value fails *requirement_id*."""
+    value = _header(delivery, name, requirement_id, generated)
+    assert value == expected, (
+        f"{requirement_id}: expected {delivery.wire.header(name)} to equal {what} "
+        f"{expected!r}, saw {value!r} {generated.describe()}"
+    )
+
+
 @pytest.mark.requirement("DLV-METHOD-01")
 def test_delivery_is_post_to_target_path_and_query(lab: EventLab) -> None:
     """A delivery is an HTTP POST to the target URL, with its path and query as given."""
@@ -119,38 +133,25 @@ def test_delivery_content_type_is_application_json(lab: EventLab, scenario: Scen
     )
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
-)
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_FAILED)
 @pytest.mark.requirement("DLV-HDR-02")
-def test_event_header_equals_body_event(
-    lab: EventLab, profile: Profile, scenario: Scenario
-) -> None:
+def test_event_header_equals_body_event(lab: EventLab, scenario: Scenario) -> None:
     """X-Service-Event equals the body's event."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "Event", "DLV-HDR-02", generated)
     event = generated.envelope().get("event")
-    assert value == event, (
-        f"DLV-HDR-02: expected {profile.wire.header('Event')} to equal the body's event "
-        f"{event!r}, saw {value!r} {generated.describe()}"
-    )
+    what = "the body's event"
+    _assert_header_equals(generated.first, "Event", event, what, "DLV-HDR-02", generated)
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("DLV-HDR-03")
-def test_delivery_header_equals_body_id(
-    lab: EventLab, profile: Profile, scenario: Scenario
-) -> None:
+def test_delivery_header_equals_body_id(lab: EventLab, scenario: Scenario) -> None:
     """X-Service-Delivery equals the body's id, on every attempt."""
     generated = lab.get(scenario)
     for index, delivery in enumerate(generated.deliveries):
-        value = _header(delivery, "Delivery", "DLV-HDR-03", generated)
         body_id = generated.envelope(index).get("id")
-        assert value == body_id, (
-            f"DLV-HDR-03: expected {profile.wire.header('Delivery')} to equal the body's id "
-            f"{body_id!r} (attempt {index + 1}), saw {value!r} {generated.describe()}"
-        )
+        what = f"the body's id of attempt {index + 1}"
+        _assert_header_equals(delivery, "Delivery", body_id, what, "DLV-HDR-03", generated)
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
@@ -185,21 +186,15 @@ def test_retry_attempt_header_counts_up_by_one(lab: EventLab, profile: Profile) 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
 @pytest.mark.requirement("DLV-HDR-06")
-def test_generation_header_equals_generation_id(
-    lab: EventLab, profile: Profile, scenario: Scenario
-) -> None:
+def test_generation_header_equals_generation_id(lab: EventLab, scenario: Scenario) -> None:
     """X-Service-Generation equals the generation id, the id of the submit's 202 (the
     body's data.generation_id is judged by its own check)."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "Generation", "DLV-HDR-06", generated)
-    assert value == generated.generation_id, (
-        f"DLV-HDR-06: expected {profile.wire.header('Generation')} to equal the generation "
-        f"id {generated.generation_id!r} (the submit's 202), saw {value!r} "
-        f"{generated.describe()}"
-    )
+    what, expected = "the generation id of the submit's 202", generated.generation_id
+    _assert_header_equals(generated.first, "Generation", expected, what, "DLV-HDR-06", generated)
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("DLV-HDR-07")
 def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> None:
     """X-Service-Signature has the form t=<unix_timestamp>,v1=<hex_digest> on every attempt."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,22 +74,20 @@ def _settle(client: ApiClient, generation_id: str, url: str, outcome: str) -> No
         raise SetupFailed(f"set-up: expected a record ending {outcome}, saw {record!r}")
 
 
-@pytest.fixture(scope="module")
-def hook(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Hook]:
+@contextmanager
+def _module_webhook(
+    profile: Profile, redactor: Redactor, receiver: Receiver, name: str, replies: list[Reply]
+) -> Iterator[tuple[ApiClient, Endpoint, RegisteredWebhook]]:
+    """A webhook registered for a module's checks at a fresh endpoint answering *replies*,
+    through a client of its own; afterwards the webhook is deleted and the endpoint closed
+    and checked."""
     client = ApiClient(profile, Recorder(redactor))
-    endpoint = receiver.endpoint("lists")
-    endpoint.respond_with([Reply(200), Reply(500)])
+    endpoint = receiver.endpoint(name)
+    endpoint.respond_with(replies)
     webhook: RegisteredWebhook | None = None
     try:
         webhook = register_webhook(client, endpoint.url)
-        kwargs: dict[str, Any] = {"kind": "webhook.id", "webhook_id": webhook.id}
-        first = submit_with_target(client, endpoint.url, **kwargs)
-        endpoint.wait_for(1, delivery_deadline(profile, 1))
-        _settle(client, first, endpoint.url, "delivered")
-        second = submit_with_target(client, endpoint.url, **kwargs)
-        endpoint.wait_for(1 + ATTEMPTS, delivery_deadline(profile, ATTEMPTS))
-        _settle(client, second, endpoint.url, "exhausted")
-        yield Hook(webhook, endpoint, first, second)
+        yield client, endpoint, webhook
     finally:
         try:
             if webhook is not None:
@@ -97,6 +96,21 @@ def hook(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[H
             endpoint.close()
             client.close()
     endpoint.check()
+
+
+@pytest.fixture(scope="module")
+def hook(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[Hook]:
+    replies = [Reply(200), Reply(500)]
+    with _module_webhook(profile, redactor, receiver, "lists", replies) as made:
+        client, endpoint, webhook = made
+        kwargs: dict[str, Any] = {"kind": "webhook.id", "webhook_id": webhook.id}
+        first = submit_with_target(client, endpoint.url, **kwargs)
+        endpoint.wait_for(1, delivery_deadline(profile, 1))
+        _settle(client, first, endpoint.url, "delivered")
+        second = submit_with_target(client, endpoint.url, **kwargs)
+        endpoint.wait_for(1 + ATTEMPTS, delivery_deadline(profile, ATTEMPTS))
+        _settle(client, second, endpoint.url, "exhausted")
+        yield Hook(webhook, endpoint, first, second)
 
 
 def _ours(records: list[dict[str, Any]], hook: Hook) -> list[dict[str, Any]]:
@@ -205,24 +219,13 @@ def test_limit_above_100_refused_or_capped(api: ApiClient, hook: Hook) -> None:
 def crowded(profile: Profile, redactor: Redactor, receiver: Receiver) -> Iterator[str]:
     """The deliveries path of a webhook with more than 100 deliveries: console test
     deliveries (spec §4), sent one by one (each answered 200), no credits spent."""
-    client = ApiClient(profile, Recorder(redactor))
-    endpoint = receiver.endpoint("crowded")
-    webhook: RegisteredWebhook | None = None
-    try:
-        webhook = register_webhook(client, endpoint.url)
+    with _module_webhook(profile, redactor, receiver, "crowded", [Reply(200)]) as made:
+        client, _, webhook = made
         for sent in range(OVER_MAX):
             response = console_request(client, "test_webhook", session="primary", id=webhook.id)
             if not 200 <= response.status_code < 300:
                 raise SetupFailed(f"set-up: test delivery {sent + 1} answered {describe(response)}")
         yield f"/v1/webhooks/{webhook.id}/deliveries"
-    finally:
-        try:
-            if webhook is not None:
-                delete_webhook(client, webhook)
-        finally:
-            endpoint.close()
-            client.close()
-    endpoint.check()
 
 
 def _over_100_records(response: httpx.Response) -> list[dict[str, Any]]:

@@ -132,6 +132,16 @@ def _shown(record: dict[str, Any]) -> str:
     return json.dumps(record)[:400]
 
 
+def _assert_field(
+    record: dict[str, Any], field: str, expected: object, requirement_id: str, why: str
+) -> None:
+    """The record's *field* equals *expected* (*why*: where that value comes from)."""
+    seen = record.get(field)
+    assert seen == expected, (
+        f"{requirement_id}: expected {field} {expected!r} ({why}), saw {seen!r}"
+    )
+
+
 @pytest.mark.requirement("REC-GEN-01")
 def test_generation_deliveries_with_api_key_served(api: ApiClient, lab: Chains) -> None:
     """GET /v1/generations/{id}/deliveries with the key is served with a 2xx."""
@@ -206,10 +216,7 @@ def test_record_event_type_is_delivered_event(lab: Chains, name: str) -> None:
         raise SetupFailed(
             f"set-up: the delivered body is no JSON object {chain.describe()}"
         ) from None
-    assert record.get("event_type") == event, (
-        f"REC-FIELD-01: expected event_type {event!r} (the body's event), saw "
-        f"{record.get('event_type')!r}"
-    )
+    _assert_field(record, "event_type", event, "REC-FIELD-01", "the body's event")
 
 
 @pytest.mark.parametrize("name", SETTLED)
@@ -217,10 +224,7 @@ def test_record_event_type_is_delivered_event(lab: Chains, name: str) -> None:
 def test_record_target_url_is_the_url_given(lab: Chains, name: str) -> None:
     """A record's target_url is the target URL the submit gave."""
     chain, record = _settled(lab, name)
-    assert record.get("target_url") == chain.url, (
-        f"REC-FIELD-05: expected target_url {chain.url!r} (as submitted), saw "
-        f"{record.get('target_url')!r}"
-    )
+    _assert_field(record, "target_url", chain.url, "REC-FIELD-05", "as submitted")
 
 
 @pytest.mark.parametrize("name", SETTLED)
@@ -248,10 +252,8 @@ def test_delivered_record_status_code_is_targets_2xx(lab: Chains) -> None:
 def test_exhausted_record_status_code_is_last_attempts(lab: Chains) -> None:
     """An exhausted record's status_code is the status of the last attempt (503)."""
     chain, record = _settled(lab, "exhausted")
-    assert record.get("status_code") == FAILING[-1], (
-        f"REC-FIELD-04: the target answered {list(FAILING)}; expected status_code "
-        f"{FAILING[-1]}, saw {record.get('status_code')!r} {chain.describe()}"
-    )
+    why = f"the last of the target's answers {list(FAILING)}; {chain.describe()}"
+    _assert_field(record, "status_code", FAILING[-1], "REC-FIELD-04", why)
 
 
 @pytest.mark.parametrize("name", SETTLED)
@@ -294,6 +296,13 @@ def _in_attempt_order(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: int(e["n"])) if _numbered_1_to_n(entries) else entries
 
 
+def _attempt_values(record: dict[str, Any], key: str, *, ordered: bool = False) -> list[Any]:
+    """Each attempt entry's *key* (None where it is missing), in attempt order when
+    *ordered*, as listed otherwise."""
+    entries = _attempts(record)
+    return [a.get(key) for a in (_in_attempt_order(entries) if ordered else entries)]
+
+
 @pytest.mark.requirement("REC-ATTEMPT-01")
 def test_attempt_entries_numbered_from_1(lab: Chains) -> None:
     """The attempt entries carry the integers n = 1, 2, ... N, one each (1-based)."""
@@ -309,7 +318,7 @@ def test_attempt_entries_numbered_from_1(lab: Chains) -> None:
 def test_attempt_entries_listed_oldest_first(lab: Chains) -> None:
     """The attempt entries are listed in the order of the attempts: n = 1, 2, 3."""
     _, record = _settled(lab, "exhausted")
-    numbers = [a.get("n") for a in _attempts(record)]
+    numbers = _attempt_values(record, "n")
     expected = list(range(1, len(FAILING) + 1))
     assert numbers == expected, f"REC-ATTEMPT-09: expected n {expected} in order, saw {numbers}"
 
@@ -319,7 +328,7 @@ def test_attempt_entries_listed_oldest_first(lab: Chains) -> None:
 def test_attempt_entries_have_time(lab: Chains, name: str) -> None:
     """Every attempt entry has at, the time it was made."""
     _, record = _settled(lab, name)
-    times = [a.get("at") for a in _attempts(record)]
+    times = _attempt_values(record, "at")
     assert times and all(isinstance(t, (str, int, float)) and t != "" for t in times), (
         f"REC-ATTEMPT-02: expected a time in every entry's at, saw {times}"
     )
@@ -329,7 +338,7 @@ def test_attempt_entries_have_time(lab: Chains, name: str) -> None:
 def test_attempt_times_are_iso_8601_with_offset_in_order(lab: Chains) -> None:
     """Attempt times are ISO 8601 timestamps with offset, non-decreasing."""
     _, record = _settled(lab, "exhausted")
-    times = [a.get("at") for a in _in_attempt_order(_attempts(record))]
+    times = _attempt_values(record, "at", ordered=True)
     assert all(isinstance(t, str) and _ISO_WITH_OFFSET.fullmatch(t) for t in times), (
         f"REC-ATTEMPT-03: expected ISO 8601 timestamps with offset, saw {times}"
     )
@@ -342,7 +351,7 @@ def test_attempt_times_are_iso_8601_with_offset_in_order(lab: Chains) -> None:
 def test_attempt_status_is_what_target_returned(lab: Chains, name: str) -> None:
     """Each attempt entry's status is the status the receiver answered to that attempt."""
     chain, record = _settled(lab, name)
-    statuses = [a.get("status") for a in _in_attempt_order(_attempts(record))]
+    statuses = _attempt_values(record, "status", ordered=True)
     replied = [d.replied.status for d in chain.endpoint.deliveries]
     assert statuses == replied and all(type(s) is int for s in statuses), (
         f"REC-ATTEMPT-04: the target answered {replied}; expected those statuses, saw {statuses}"
@@ -354,7 +363,7 @@ def test_attempt_status_is_what_target_returned(lab: Chains, name: str) -> None:
 def test_attempt_duration_is_integer_ms(lab: Chains, name: str) -> None:
     """Each attempt entry's ms is a non-negative integer."""
     _, record = _settled(lab, name)
-    durations = [a.get("ms") for a in _attempts(record)]
+    durations = _attempt_values(record, "ms")
     assert all(type(ms) is int and ms >= 0 for ms in durations), (
         f"REC-ATTEMPT-05: expected integer milliseconds, saw {durations}"
     )

@@ -19,14 +19,12 @@ from conformance.observe.deliveries import (
     RECORD_SETTLE_SECONDS,
     Chain,
     Chains,
-    arrival_gaps,
     submit_with_target,
     wait_for_record,
 )
 from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Delivery, Receiver, Reply
 from conformance.observe.timing import BACKOFF_SECONDS as BACKOFF
-from conformance.observe.timing import judge_timing
 from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
@@ -126,17 +124,13 @@ def test_no_fourth_attempt_after_third_failed(lab: Chains, profile: Profile) -> 
 @pytest.mark.requirement("DLV-BACKOFF-01")
 def test_second_attempt_follows_first_after_1_second(lab: Chains, profile: Profile) -> None:
     """The 2nd attempt arrives 1 s (within tolerance) after the 1st failed attempt."""
-    chain = lab["always-500"]
-    arrived = chain.wait_for(2, "a 2nd attempt")
-    judge_timing("DLV-BACKOFF-01", arrival_gaps(arrived)[0], profile, what=chain.describe())
+    lab["always-500"].judge_gap(1, "DLV-BACKOFF-01", profile)
 
 
 @pytest.mark.requirement("DLV-BACKOFF-02")
 def test_third_attempt_follows_second_after_2_seconds(lab: Chains, profile: Profile) -> None:
     """The 3rd attempt arrives 2 s (within tolerance) after the 2nd failed attempt."""
-    chain = lab["always-500"]
-    arrived = chain.wait_for(3, "a 3rd attempt")
-    judge_timing("DLV-BACKOFF-02", arrival_gaps(arrived)[1], profile, what=chain.describe())
+    lab["always-500"].judge_gap(2, "DLV-BACKOFF-02", profile)
 
 
 @pytest.mark.requirement("DLV-EXHAUST-02")

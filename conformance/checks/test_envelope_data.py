@@ -12,23 +12,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conformance.checks.scenarios import BY_OUTCOME, FAILED_INLINE, INLINE, VIDEO
 from conformance.observe.events import EventLab, Scenario
 from conformance.run.fixtures.labs import Labs
-
-COMPLETED = Scenario(kind="webhook.url")
-FAILED = Scenario(kind="webhook.url", outcome="failed")
-VIDEO = Scenario(kind="webhook.url", path="/v1/videos/generate")
-
-BY_OUTCOME = [
-    pytest.param(COMPLETED, id="completed"),
-    pytest.param(FAILED, id="failed", marks=pytest.mark.sandbox),
-]
 
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     made = labs.events("envelope-data")
-    made.start(COMPLETED, FAILED)
+    made.start(INLINE, FAILED_INLINE)
     return made
 
 
@@ -51,13 +43,13 @@ def test_data_generation_id_equals_submit_id(lab: EventLab, scenario: Scenario) 
 @pytest.mark.requirement("EVT-DATA-02")
 def test_data_status_completed_on_success(lab: EventLab) -> None:
     """data.status is "completed" in the event of a successful generation."""
-    lab.get(COMPLETED).expect("data.status", lambda seen: seen == "completed", "'completed'")
+    lab.get(INLINE).expect("data.status", lambda seen: seen == "completed", "'completed'")
 
 
 @pytest.mark.parametrize(
     ("scenario", "kind"),
     [
-        pytest.param(COMPLETED, "image", id="image"),
+        pytest.param(INLINE, "image", id="image"),
         pytest.param(VIDEO, "video", id="video"),
     ],
 )
@@ -79,7 +71,7 @@ def test_data_model_is_string(lab: EventLab, scenario: Scenario) -> None:
 @pytest.mark.requirement("EVT-DATA-05")
 def test_data_output_url_string_on_success(lab: EventLab) -> None:
     """data.output_url is a string in the event of a successful generation."""
-    lab.get(COMPLETED).expect(
+    lab.get(INLINE).expect(
         "data.output_url", lambda seen: isinstance(seen, str), "a string on success"
     )
 
@@ -88,20 +80,20 @@ def test_data_output_url_string_on_success(lab: EventLab) -> None:
 @pytest.mark.requirement("EVT-DATA-06")
 def test_data_output_url_null_on_failure(lab: EventLab) -> None:
     """data.output_url is null in the event of a failed generation."""
-    lab.get(FAILED).expect("data.output_url", lambda seen: seen is None, "null on failure")
+    lab.get(FAILED_INLINE).expect("data.output_url", lambda seen: seen is None, "null on failure")
 
 
 @pytest.mark.requirement("EVT-DATA-07")
 def test_data_error_message_null_on_success(lab: EventLab) -> None:
     """data.error_message is null in the event of a successful generation."""
-    lab.get(COMPLETED).expect("data.error_message", lambda seen: seen is None, "null on success")
+    lab.get(INLINE).expect("data.error_message", lambda seen: seen is None, "null on success")
 
 
 @pytest.mark.sandbox
 @pytest.mark.requirement("EVT-DATA-08")
 def test_data_error_message_populated_on_failure(lab: EventLab) -> None:
     """data.error_message is a non-empty string in the event of a failed generation."""
-    lab.get(FAILED).expect(
+    lab.get(FAILED_INLINE).expect(
         "data.error_message",
         lambda seen: isinstance(seen, str) and bool(seen.strip()),
         "populated on failure",
@@ -118,8 +110,8 @@ def test_data_credits_used_is_integer(lab: EventLab, scenario: Scenario) -> None
 @pytest.mark.parametrize(
     ("scenario", "zero"),
     [
-        pytest.param(COMPLETED, False, id="completed-not-negative"),
-        pytest.param(FAILED, True, id="failed-zero", marks=pytest.mark.sandbox),
+        pytest.param(INLINE, False, id="completed-not-negative"),
+        pytest.param(FAILED_INLINE, True, id="failed-zero", marks=pytest.mark.sandbox),
     ],
 )
 @pytest.mark.requirement("EVT-DATA-10")
@@ -144,4 +136,4 @@ def test_data_output_url_is_absolute_http_url(lab: EventLab) -> None:
         parts = urlsplit(seen) if isinstance(seen, str) else None
         return parts is not None and parts.scheme in {"http", "https"} and bool(parts.netloc)
 
-    lab.get(COMPLETED).expect("data.output_url", absolute_http, "an absolute http(s) URL")
+    lab.get(INLINE).expect("data.output_url", absolute_http, "an absolute http(s) URL")

@@ -12,6 +12,15 @@ from datetime import datetime
 
 import pytest
 
+from conformance.checks.scenarios import (
+    BY_TARGET,
+    BY_TARGET_AND_FAILED,
+    CALLBACK,
+    FAILED_INLINE,
+    INLINE,
+    REGISTERED,
+    VIDEO,
+)
 from conformance.observe.events import (
     COMPLETED,
     ENVELOPE_FIELDS,
@@ -22,25 +31,6 @@ from conformance.observe.events import (
 from conformance.run.fixtures.labs import Labs
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
-
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
-VIDEO = Scenario(kind="webhook.url", path="/v1/videos/generate")
-
-#: Parameters over the kinds of target (spec §4 rule 1); a registered webhook needs a
-#: console session.
-BY_TARGET = [
-    pytest.param(INLINE, id="webhook-url"),
-    pytest.param(CALLBACK, id="callback-url"),
-    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
-]
-#: Parameters over what the generation did: completed, failed (the sandbox's prompt).
-BY_OUTCOME = [
-    pytest.param(INLINE, id="completed"),
-    pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox),
-]
 
 #: "form evt_<hex>": hexadecimal digits in either case.
 _EVENT_ID = re.compile(r"evt_[0-9a-fA-F]+")
@@ -63,10 +53,7 @@ def _has_offset(value: object) -> bool:
         return False
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
-)
+@pytest.mark.parametrize("scenario", BY_TARGET_AND_FAILED)
 @pytest.mark.requirement("DLV-BODY-01")
 def test_delivery_body_is_event_envelope(lab: EventLab, scenario: Scenario) -> None:
     """A delivery's body is a JSON object holding the event envelope's fields (each

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.checks.scenarios import CALLBACK, INLINE, REGISTERED
 from conformance.findings import fail
 from conformance.observe.events import (
     ENVELOPE_FIELDS,
@@ -17,9 +18,6 @@ from conformance.observe.events import (
 )
 from conformance.run.fixtures.labs import Labs
 
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
 CALLBACK_FAILED = Scenario(kind="callback_url", outcome="failed")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.checks.scenarios import WITHOUT_SUBSCRIPTION
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import (
     CANCELLED,
@@ -76,13 +77,7 @@ def _assert_nothing_sent(
 
 
 @pytest.mark.sandbox
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param("webhook.url", id="webhook-url-no-events"),
-        pytest.param("callback_url", id="callback-url"),
-    ],
-)
+@pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-CANCEL-01")
 def test_cancelled_not_sent_without_subscription(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.checks.scenarios import WITHOUT_SUBSCRIPTION
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import COMPLETED, FAILED, TargetKind, target_body
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
@@ -21,11 +22,6 @@ from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
-
-DEFAULT_TARGETS = [
-    pytest.param("webhook.url", id="webhook-url-no-events"),
-    pytest.param("callback_url", id="callback-url"),
-]
 
 
 def _assert_event_arrives(
@@ -37,7 +33,7 @@ def _assert_event_arrives(
         pytest.fail(f"{requirement_id}: {error}")
 
 
-@pytest.mark.parametrize("kind", DEFAULT_TARGETS)
+@pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-DEFAULT-01")
 def test_completed_sent_without_events_field(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
@@ -48,7 +44,7 @@ def test_completed_sent_without_events_field(
 
 
 @pytest.mark.sandbox
-@pytest.mark.parametrize("kind", DEFAULT_TARGETS)
+@pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-DEFAULT-02")
 def test_failed_sent_without_events_field(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind

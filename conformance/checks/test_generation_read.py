@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 from typing import Any, Final
 
-import httpx
 import pytest
 
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import assert_status, describe, error_detail, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -30,18 +29,10 @@ FINAL: Final = frozenset({"completed", "failed", "cancelled"})
 UNKNOWN_ID: Final = "gen_conformance_never_issued_0000"
 
 
-def _json_object(response: httpx.Response) -> dict[str, Any] | None:
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
 def _submitted(api: ApiClient, path: str, endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> str:
     """Submit with an inline target on the receiver; the id of the 202 (set-up)."""
     response = api.request("POST", path, json={"prompt": prompt, "webhook": {"url": endpoint.url}})
-    body = _json_object(response)
+    body = json_object(response)
     if response.status_code != 202 or body is None or not isinstance(body.get("id"), str):
         raise SetupFailed(f"setup: POST {path}: expected 202 with an id, saw {describe(response)}")
     return str(body["id"])
@@ -56,7 +47,7 @@ def _settle(api: ApiClient, generation_id: str) -> tuple[dict[str, Any] | None, 
     pause = 0.1
     while True:
         response = api.request("GET", f"/v1/generations/{generation_id}")
-        record = _json_object(response)
+        record = json_object(response)
         elapsed = time.monotonic() - start
         if (record is not None and record.get("status") in FINAL) or elapsed >= limit:
             return record, elapsed
@@ -92,8 +83,7 @@ def test_read_unknown_id_answers_404(api: ApiClient) -> None:
 def test_read_unknown_id_error_body_has_detail(api: ApiClient) -> None:
     """The error answer to a read of an unknown id is a JSON object with a ``detail``."""
     response = api.request("GET", f"/v1/generations/{UNKNOWN_ID}")
-    body = _json_object(response)
-    detail = body.get("detail") if body is not None else None
+    detail = error_detail(response)
     assert isinstance(detail, str) and detail.strip(), (
         f"ERR-BODY-01: expected a JSON object with a non-empty 'detail' string, "
         f"saw {describe(response)}"

@@ -14,7 +14,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import assert_status, describe, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.setup import SUBMIT_PROMPT, submit_generation
@@ -35,11 +35,8 @@ def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
 
 def _id_of(response: httpx.Response) -> object:
     """The ``id`` field of a JSON object body (None when there is none)."""
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return None
-    return body.get("id") if isinstance(body, dict) else None
+    body = json_object(response)
+    return body.get("id") if body is not None else None
 
 
 @pytest.mark.requirement("GEN-IMAGE-07")

@@ -61,7 +61,6 @@ from conformance.checks.low_limit import (
     first_cap_run,
     first_day_run,
     first_rate_run,
-    json_object,
     rate_request,
     rate_request_words,
     spread_over_half_minute,
@@ -69,7 +68,7 @@ from conformance.checks.low_limit import (
     tier,
     wait_finished,
 )
-from conformance.judge.asserts import credits_used_today, describe
+from conformance.judge.asserts import credits_used_today, describe, error_detail
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
@@ -79,6 +78,8 @@ from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
 CONCURRENCY_TRIALS: Final = 3
+#: The rate headers of every response, served or 429 (spec §7).
+RATELIMIT_HEADERS: Final = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 
 
 @pytest.fixture(autouse=True)
@@ -89,6 +90,14 @@ def _track_window(recorder: Recorder) -> Iterator[None]:
 
 
 # -- 1. the per-minute limit ----------------------------------------------------------------
+
+
+def _assert_retry_after(refused: httpx.Response, requirement_id: str, which: str) -> None:
+    """The 429 (*which*: "credit-cap 429") carries the Retry-After header."""
+    assert "retry-after" in refused.headers, (
+        f"{requirement_id}: expected a Retry-After header on the {which}; saw headers "
+        f"{sorted(refused.headers.keys())}"
+    )
 
 
 @pytest.fixture
@@ -211,11 +220,7 @@ def test_rate_reads_count_toward_the_limit(rate_run: RateRun, profile: Profile) 
 @pytest.mark.requirement("RATE-HDR-01")
 def test_rate_429_carries_retry_after(rate_run: RateRun) -> None:
     """A 429 response carries the Retry-After header."""
-    refused = examined_429(rate_run)
-    assert "retry-after" in refused.headers, (
-        f"RATE-HDR-01: expected a Retry-After header on the 429; saw headers "
-        f"{sorted(refused.headers.keys())}"
-    )
+    _assert_retry_after(examined_429(rate_run), "RATE-HDR-01", "429")
 
 
 @pytest.mark.requirement("RATE-HDR-03")
@@ -288,9 +293,7 @@ def test_rate_429_body_has_detail_string(rate_run: RateRun) -> None:
     """A rate-limit 429 has a JSON body with a ``detail`` string (spec §7), checked on the
     per-minute 429 so that no credits need be spent for it."""
     refused = examined_429(rate_run)
-    body = json_object(refused)
-    detail = body.get("detail") if body is not None else None
-    assert isinstance(detail, str), (
+    assert isinstance(error_detail(refused), str), (
         f"RATE-BODY-01: expected a JSON body with a 'detail' string on the rate-limit 429, "
         f"saw {describe(refused)}"
     )
@@ -299,10 +302,9 @@ def test_rate_429_body_has_detail_string(rate_run: RateRun) -> None:
 @pytest.mark.requirement("RATE-HDR-07")
 def test_rate_served_response_carries_ratelimit_headers(rate_run: RateRun) -> None:
     """A served (non-429) response carries the X-RateLimit-* headers too."""
-    names = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
-    missing = [n for n in names if n not in rate_run.first.headers]
+    missing = [n for n in RATELIMIT_HEADERS if n not in rate_run.first.headers]
     assert not missing, (
-        f"RATE-HDR-07: expected {list(names)} on a served response "
+        f"RATE-HDR-07: expected {list(RATELIMIT_HEADERS)} on a served response "
         f"({rate_run.first.status_code}), missing {missing}"
     )
 
@@ -450,11 +452,7 @@ def test_credit_cap_submit_after_cap_answered_429(cap_run: CapRun) -> None:
 @pytest.mark.requirement("CREDIT-CAP-02")
 def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
     """A 429 for the daily credit cap carries Retry-After (spec §8)."""
-    refused = examined_429(cap_run)
-    assert "retry-after" in refused.headers, (
-        f"CREDIT-CAP-02: expected Retry-After on the credit-cap 429; saw headers "
-        f"{sorted(refused.headers.keys())}"
-    )
+    _assert_retry_after(examined_429(cap_run), "CREDIT-CAP-02", "credit-cap 429")
 
 
 @pytest.mark.destructive
@@ -462,11 +460,9 @@ def test_credit_cap_429_carries_retry_after(cap_run: CapRun) -> None:
 def test_credit_cap_429_has_the_429_headers_and_detail(cap_run: CapRun) -> None:
     """A credit-cap 429 carries the headers and the JSON detail of every 429 (spec §7)."""
     refused = examined_429(cap_run)
-    names = ("retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+    names = ("retry-after", *RATELIMIT_HEADERS)
     missing = [name for name in names if name not in refused.headers]
-    body = json_object(refused)
-    detail = body.get("detail") if body is not None else None
-    assert not missing and isinstance(detail, str), (
+    assert not missing and isinstance(error_detail(refused), str), (
         f"CREDIT-429-01: expected {list(names)} and a JSON 'detail' string on the "
         f"credit-cap 429; missing headers {missing}, body {describe(refused)}"
     )

@@ -59,21 +59,20 @@ def _distinct_scope_sets(keys: list[KeyProfile]) -> list[KeyProfile]:
     return chosen
 
 
+def _case(op: Operation, role: str, expected: str, cited: tuple[str, ...] = ()) -> object:
+    """One cell of the matrix: *op* sent with *role*'s key, *expected* ("403" or
+    "served") in its id, citing *cited* (the endpoint's ids; none: the check's own)."""
+    marks = [pytest.mark.requirement(*cited)] if cited else []
+    return pytest.param(op, role, id=f"{op.param_id}-{role}-{expected}", marks=marks)
+
+
 def _outside_cases(profile: Profile) -> list[object]:
     cases: list[object] = []
     for op in _scoped_operations():
         assert op.scope is not None
         for key in profile.keys_without_scope(op.scope):
-            if key.role in _NEVER:
-                continue
-            cases.append(
-                pytest.param(
-                    op,
-                    key.role,
-                    id=f"{op.param_id}-{key.role}-403",
-                    marks=pytest.mark.requirement(*_IDS[op.scope][0]),
-                )
-            )
+            if key.role not in _NEVER:
+                cases.append(_case(op, key.role, "403", _IDS[op.scope][0]))
     return cases
 
 
@@ -87,21 +86,14 @@ def _inside_cases(profile: Profile) -> list[object]:
             if k.role not in _NEVER and k.role not in _NOT_INSIDE
         ]
         for key in _distinct_scope_sets(usable):
-            cases.append(
-                pytest.param(
-                    op,
-                    key.role,
-                    id=f"{op.param_id}-{key.role}-served",
-                    marks=pytest.mark.requirement(*_IDS[op.scope][1]),
-                )
-            )
+            cases.append(_case(op, key.role, "served", _IDS[op.scope][1]))
     return cases
 
 
 def _unscoped_cases(profile: Profile) -> list[object]:
     usable = [k for k in profile.keys.values() if not k.revoked and k.role not in _NEVER]
     return [
-        pytest.param(op, key.role, id=f"{op.param_id}-{key.role}-served")
+        _case(op, key.role, "served")
         for op in operations()
         if op.public and op.scope is None
         for key in _distinct_scope_sets(usable)

@@ -11,29 +11,23 @@ re-serialized body; another key's secret).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import pytest
 
-from conformance.observe.events import EventLab, Generated, Scenario, signing_secret
+from conformance.checks import scenarios
+from conformance.observe.events import (
+    EventLab,
+    Generated,
+    Scenario,
+    per_key_label,
+    per_key_secrets,
+    signing_secret,
+)
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import KEYING_WORDS, Verification, verify_delivery
 from conformance.run.fixtures.labs import Labs
 from conformance.secrets import Secret
 from conformance.target.profile import Profile
-
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-FAILED_INLINE = Scenario(kind="webhook.url", outcome="failed")
-#: The receiver fails twice, then accepts: three attempts, each signed (spec §6).
-RETRIED = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
-
-BY_TARGET = [
-    pytest.param(INLINE, id="webhook-url"),
-    pytest.param(CALLBACK, id="callback-url"),
-    pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
-]
 
 #: SIG-TS-01's window (an interpretation: Stripe's default tolerance, 300 s).
 TOLERANCE_WINDOW_SECONDS = 300
@@ -42,7 +36,7 @@ TOLERANCE_WINDOW_SECONDS = 300
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     made = labs.events("signature-hmac")
-    made.start(INLINE, CALLBACK, RETRIED)
+    made.start(scenarios.INLINE, scenarios.CALLBACK, scenarios.RETRIED)
     return made
 
 
@@ -52,29 +46,17 @@ def secret_for(profile: Profile, generated: Generated) -> tuple[str, Secret]:
     if generated.webhook is not None:
         return "the registered webhook's whsec_ secret", generated.webhook.secret
     role = generated.scenario.role
-    return f"the per-key secret of key role {role!r}", signing_secret(profile, role)
-
-
-def other_secrets(profile: Profile, label: str) -> Mapping[str, Secret]:
-    """Every other per-key secret of the profile, by label, to explain a wrong key."""
-    found: dict[str, Secret] = {}
-    for role, key in profile.keys.items():
-        name = f"the per-key secret of key role {role!r}"
-        if key.signing_secret is not None and name != label:
-            found[name] = key.signing_secret
-    return found
+    return per_key_label(role), signing_secret(profile, role)
 
 
 def verify(profile: Profile, generated: Generated, delivery: Delivery) -> Verification:
     """Verify one delivery of *generated* with the secret that must sign it."""
     label, secret = secret_for(profile, generated)
-    return verify_delivery(delivery, secret, label=label, others=other_secrets(profile, label))
+    others = {name: other for name, other in per_key_secrets(profile).items() if name != label}
+    return verify_delivery(delivery, secret, label=label, others=others)
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [*BY_TARGET, pytest.param(FAILED_INLINE, id="failed", marks=pytest.mark.sandbox)],
-)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET_AND_FAILED)
 @pytest.mark.requirement("SIG-HMAC-01", "SIG-STRING-01")
 def test_signature_verifies_over_raw_body(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -88,7 +70,7 @@ def test_signature_verifies_over_raw_body(
 @pytest.mark.requirement("SIG-HMAC-02")
 def test_signature_verifies_on_every_attempt(lab: EventLab, profile: Profile) -> None:
     """Every attempt of a delivery, retries included, carries a signature that verifies."""
-    generated = lab.get(RETRIED)
+    generated = lab.get(scenarios.RETRIED)
     failures = [
         f"attempt {index + 1}: {result.message}"
         for index, delivery in enumerate(generated.deliveries)
@@ -97,7 +79,7 @@ def test_signature_verifies_on_every_attempt(lab: EventLab, profile: Profile) ->
     assert not failures, f"SIG-HMAC-02: {'; '.join(failures)} {generated.describe()}"
 
 
-@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET)
 @pytest.mark.requirement("SIG-HMAC-03")
 def test_signature_keyed_with_literal_secret(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -116,7 +98,7 @@ def test_signature_keyed_with_literal_secret(
     )
 
 
-@pytest.mark.parametrize("scenario", BY_TARGET)
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET)
 @pytest.mark.requirement("SIG-HEX-01")
 def test_signature_hex_is_lowercase(lab: EventLab, profile: Profile, scenario: Scenario) -> None:
     """The v1 hex digest is lowercase (an interpretation: "hex-encoded" fixes no case)."""
@@ -134,7 +116,7 @@ def _wall_clock(arrived_at: float) -> float:
     return time.time() - (time.monotonic() - arrived_at)
 
 
-@pytest.mark.parametrize("scenario", [*BY_TARGET, pytest.param(RETRIED, id="retried")])
+@pytest.mark.parametrize("scenario", scenarios.BY_TARGET_AND_RETRIED)
 @pytest.mark.requirement("SIG-TS-01")
 def test_signature_timestamp_is_current(
     lab: EventLab, profile: Profile, scenario: Scenario
@@ -155,7 +137,7 @@ def test_signature_timestamp_is_current(
 @pytest.mark.requirement("SIG-TS-02")
 def test_retry_signed_with_its_own_time(lab: EventLab, profile: Profile) -> None:
     """Each retry is signed afresh: its t is the time of that attempt (an interpretation)."""
-    generated = lab.get(RETRIED)
+    generated = lab.get(scenarios.RETRIED)
     first, last = generated.deliveries[0], generated.deliveries[-1]
     parsed = [verify(profile, generated, d).parsed for d in (first, last)]
     assert parsed[0] is not None and parsed[1] is not None, (

@@ -7,17 +7,20 @@ whsec_ secret.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
 
+from conformance.checks.scenarios import INLINE, REGISTERED
+from conformance.judge.asserts import nested_values
 from conformance.observe.events import (
     EventLab,
     Scenario,
     other_key,
+    per_key_label,
+    per_key_secrets,
     signing_secret,
     target_body,
 )
@@ -31,28 +34,12 @@ from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SUBMIT_PROMPT
 
-INLINE = Scenario(kind="webhook.url")
-CALLBACK = Scenario(kind="callback_url")
-REGISTERED = Scenario(kind="webhook.id")
-
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     made = labs.events("signature-keys")
     made.start(INLINE)
     return made
-
-
-def _label(role: str) -> str:
-    return f"the per-key secret of key role {role!r}"
-
-
-def _others(profile: Profile, role: str) -> dict[str, Secret]:
-    return {
-        _label(other): key.signing_secret
-        for other, key in profile.keys.items()
-        if other != role and key.signing_secret is not None
-    }
 
 
 @pytest.mark.parametrize(
@@ -73,8 +60,8 @@ def test_per_request_delivery_signed_with_submitting_keys_secret(
     result = verify_delivery(
         generated.first,
         signing_secret(profile, role),
-        label=_label(role),
-        others=_others(profile, role),
+        label=per_key_label(role),
+        others=per_key_secrets(profile, but=role),
     )
     assert result.ok, f"SIG-KEY-01: {result.message} {generated.describe()}"
 
@@ -92,9 +79,12 @@ def test_per_key_secret_stable_across_deliveries(
     later = endpoint.wait_for(1, timeout=delivery_deadline(profile))[0]
     secret = signing_secret(profile, "primary")
     results = {
-        "earlier": verify_delivery(earlier.first, secret, label=_label("primary")),
+        "earlier": verify_delivery(earlier.first, secret, label=per_key_label("primary")),
         "later": verify_delivery(
-            later, secret, label=_label("primary"), others=_others(profile, "primary")
+            later,
+            secret,
+            label=per_key_label("primary"),
+            others=per_key_secrets(profile, but="primary"),
         ),
     }
     failing = {when: r.message for when, r in results.items() if not r.ok}
@@ -116,24 +106,13 @@ def test_per_key_secret_distinct_per_key(lab: EventLab, profile: Profile) -> Non
         delivery = generated.first
         crossed = [
             label
-            for label, wrong in _others(profile, role).items()
+            for label, wrong in per_key_secrets(profile, but=role).items()
             if wrong != signing_secret(profile, role) and verify_delivery(delivery, wrong).ok
         ]
         assert not crossed, (
             f"SIG-KEY-03: a delivery of key role {role!r} verifies with {crossed} "
             f"{generated.describe()}"
         )
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 @pytest.mark.console
@@ -148,7 +127,8 @@ def test_key_detail_view_shows_signing_secret(
     detail = adapter.key_detail("primary", key_id)
     generated = lab.get(INLINE)
     delivery = generated.first
-    verifying = [value for value in _strings(detail.body) if verify_delivery(delivery, value).ok]
+    strings = [value for value in nested_values(detail.body) if isinstance(value, str)]
+    verifying = [value for value in strings if verify_delivery(delivery, value).ok]
     assert verifying, (
         "SIG-KEY-04: expected the key detail view to show the secret that signs the key's "
         f"deliveries; none of its values verifies {generated.describe()}"
@@ -184,11 +164,7 @@ def test_per_key_secret_never_in_v1_response(
     lab: EventLab, api: ApiClient, profile: Profile
 ) -> None:
     """No /v1 response, success or error, body or header, holds a per-key secret."""
-    secrets = {
-        _label(role): key.signing_secret
-        for role, key in profile.keys.items()
-        if key.signing_secret is not None
-    }
+    secrets = per_key_secrets(profile)
     if not secrets:
         signing_secret(profile, "primary")  # raises the skip with its fix
     generated = lab.get(INLINE)
@@ -229,7 +205,7 @@ def test_registered_delivery_signed_with_whsec_secret(lab: EventLab, profile: Pr
         delivery,
         generated.webhook.secret,
         label="the registered webhook's whsec_ secret",
-        others=_others(profile, "(none)"),
+        others=per_key_secrets(profile),
     )
     assert result.ok, f"SIG-HOOK-01: {result.message} {generated.describe()}"
     per_key = verify_delivery(delivery, signing_secret(profile, "primary"))

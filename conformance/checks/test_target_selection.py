@@ -59,9 +59,48 @@ def _accepted(api: ApiClient, body: dict[str, Any]) -> str:
     return generation_id
 
 
-def _inline_and_callback(inline: Endpoint, callback: Endpoint) -> dict[str, Any]:
-    """A submit body naming two targets, webhook.url and callback_url (spec §4 rule 1)."""
-    return {"prompt": SUBMIT_PROMPT, "webhook": {"url": inline.url}, "callback_url": callback.url}
+def _delivered_alone(
+    api: ApiClient,
+    profile: Profile,
+    endpoint: Endpoint,
+    kind: TargetKind,
+    webhook_id: str | None = None,
+) -> None:
+    """A generation bound by *kind* alone (to *endpoint*, or to the registered webhook
+    *webhook_id* whose URL it is) delivers its events there."""
+    url = "" if webhook_id is not None else endpoint.url
+    body = {"prompt": SUBMIT_PROMPT, **target_body(kind, url, webhook_id=webhook_id)}
+    _accepted(api, body)
+    endpoint.wait_for(1, delivery_deadline(profile))
+
+
+def _assert_delivered_at(
+    winner: Endpoint,
+    where: str,
+    losers: dict[str, Endpoint],
+    requirement_id: str,
+    profile: Profile,
+) -> None:
+    """The delivery arrives at the winning target (*where*); a failure says what each
+    losing target saw instead."""
+    try:
+        winner.wait_for(1, delivery_deadline(profile))
+    except AssertionError as missing:
+        seen = ", ".join(f"{name} saw {len(e.deliveries)}" for name, e in losers.items())
+        raise AssertionError(
+            f"{requirement_id}: expected the delivery at {where}; {missing}; {seen}"
+        ) from None
+
+
+def _bound_to_both(
+    api: ApiClient, make_endpoint: Callable[..., Endpoint]
+) -> tuple[Endpoint, Endpoint]:
+    """Submit a generation naming two targets (spec §4 rule 1), webhook.url and
+    callback_url, each a fresh endpoint; returns (webhook.url's, callback_url's)."""
+    inline, callback = make_endpoint("inline"), make_endpoint("callback")
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": inline.url}, "callback_url": callback.url}
+    _accepted(api, body)
+    return inline, callback
 
 
 def _assert_no_credits_spent(
@@ -118,9 +157,7 @@ def test_target_webhook_url_alone_delivers_to_it(
     api: ApiClient, profile: Profile, endpoint: Endpoint
 ) -> None:
     """A generation bound with webhook.url delivers its events to that URL."""
-    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    _accepted(api, body)
-    endpoint.wait_for(1, delivery_deadline(profile))
+    _delivered_alone(api, profile, endpoint, "webhook.url")
 
 
 @pytest.mark.requirement("TARGET-ORDER-03")
@@ -128,9 +165,7 @@ def test_target_callback_url_alone_delivers_to_it(
     api: ApiClient, profile: Profile, endpoint: Endpoint
 ) -> None:
     """A generation with only callback_url delivers its events to callback_url."""
-    body = {"prompt": SUBMIT_PROMPT, **target_body("callback_url", endpoint.url)}
-    _accepted(api, body)
-    endpoint.wait_for(1, delivery_deadline(profile))
+    _delivered_alone(api, profile, endpoint, "callback_url")
 
 
 @pytest.mark.requirement("TARGET-ORDER-02")
@@ -138,15 +173,9 @@ def test_target_webhook_url_and_callback_url_delivers_to_webhook_url(
     api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
 ) -> None:
     """With webhook.url and callback_url both given, events go to webhook.url."""
-    inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    _accepted(api, _inline_and_callback(inline, callback))
-    try:
-        inline.wait_for(1, delivery_deadline(profile))
-    except AssertionError as missing:
-        raise AssertionError(
-            f"TARGET-ORDER-02: expected the delivery at webhook.url; {missing}; at "
-            f"callback_url: {len(callback.deliveries)} deliveries"
-        ) from None
+    inline, callback = _bound_to_both(api, make_endpoint)
+    losers = {"callback_url": callback}
+    _assert_delivered_at(inline, "webhook.url", losers, "TARGET-ORDER-02", profile)
 
 
 @pytest.mark.requirement("TARGET-ORDER-04")
@@ -154,8 +183,7 @@ def test_target_losing_callback_url_receives_nothing(
     api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
 ) -> None:
     """A callback_url that loses to webhook.url receives no delivery."""
-    inline, callback = make_endpoint("inline"), make_endpoint("callback")
-    _accepted(api, _inline_and_callback(inline, callback))
+    inline, callback = _bound_to_both(api, make_endpoint)
     # Whichever target the IUT chose, a delivery arrives somewhere within the deadline.
     deadline = delivery_deadline(profile)
     try:
@@ -204,9 +232,7 @@ def test_target_webhook_id_alone_delivers_to_registered_url(
 ) -> None:
     """A generation bound with webhook.id delivers to the registered webhook's URL."""
     webhook = webhooks(endpoint.url)
-    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.id", "", webhook_id=webhook.id)}
-    _accepted(api, body)
-    endpoint.wait_for(1, delivery_deadline(profile))
+    _delivered_alone(api, profile, endpoint, "webhook.id", webhook_id=webhook.id)
 
 
 @pytest.mark.console
@@ -227,14 +253,8 @@ def test_target_webhook_id_url_and_callback_delivers_to_registered(
         "callback_url": callback.url,
     }
     _accepted(api, body)
-    try:
-        registered.wait_for(1, delivery_deadline(profile))
-    except AssertionError as missing:
-        raise AssertionError(
-            f"TARGET-ORDER-01: expected the delivery at the registered webhook; {missing}; "
-            f"webhook.url saw {len(inline.deliveries)}, callback_url saw "
-            f"{len(callback.deliveries)}"
-        ) from None
+    losers = {"webhook.url": inline, "callback_url": callback}
+    _assert_delivered_at(registered, "the registered webhook", losers, "TARGET-ORDER-01", profile)
 
 
 @pytest.mark.requirement("TARGET-ORDER-05")

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import pytest
 
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import assert_status, describe, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -33,11 +33,8 @@ def _lacking(api: ApiClient, profile: Profile) -> tuple[str, str, str]:
     """(category, path, scope) of a shown category the role's tier lacks; else a skip."""
     key = profile.key(ROLE)
     response = api.request("GET", TIER_PATH, role=ROLE)
-    try:
-        tier: Any = response.json()
-    except ValueError:
-        tier = None
-    allowed = tier.get("allowed_model_types") if isinstance(tier, dict) else None
+    tier = json_object(response)
+    allowed = tier.get("allowed_model_types") if tier is not None else None
     if response.status_code != 200 or not isinstance(allowed, list):
         raise SetupFailed(f"setup: GET {TIER_PATH} ({ROLE}) answered {describe(response)}")
     for category, (path, scope) in SUBMITS.items():

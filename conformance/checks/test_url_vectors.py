@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from conformance.findings import fail
@@ -58,6 +59,18 @@ def _cases(verdict: str) -> list[Any]:
     ]
 
 
+def _assert_answered(
+    response: httpx.Response, expected: int, field: TargetKind, shown_url: str, about: str
+) -> None:
+    """The submit that carried the vector's URL (*shown_url*, for the message) in *field*
+    was answered *expected*; *about* says what the vector is."""
+    if response.status_code != expected:
+        fail(
+            f"POST {SUBMIT} with {field}={shown_url!r} ({about}): expected {expected}, "
+            f"saw {describe(response)}"
+        )
+
+
 def _canary_port(profile: Profile, canary: CanaryView) -> int | None:
     on_this_machine = iut_on_this_machine(profile.base_url, profile.receiver.public_url)
     return canary.port if on_this_machine else None
@@ -77,11 +90,7 @@ def test_url_vector_breaking_rule_answered_400(
     response = api.request(
         "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
     )
-    if response.status_code != 400:
-        fail(
-            f"POST {SUBMIT} with {field}={url!r} ({vector.context()}): expected 400, "
-            f"saw {describe(response)}"
-        )
+    _assert_answered(response, 400, field, url, vector.context())
     canary.assert_no_hits()
 
 
@@ -94,8 +103,4 @@ def test_url_vector_on_receiver_accepted(
     response = api.request(
         "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
     )
-    if response.status_code != 202:
-        fail(
-            f"POST {SUBMIT} with {field}={url[:120]!r} ({vector.why}): expected 202, "
-            f"saw {describe(response)}"
-        )
+    _assert_answered(response, 202, field, url[:120], vector.why)

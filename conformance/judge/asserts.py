@@ -34,7 +34,10 @@ __all__ = [
     "assert_webhook_list",
     "credits_used_today",
     "describe",
+    "error_detail",
+    "json_object",
     "json_values",
+    "nested_values",
 ]
 
 #: The statuses that mean "not authenticated" or "not allowed" (spec §5.3, §7).
@@ -105,6 +108,22 @@ def assert_not_refused_for_auth(
         )
 
 
+def json_object(response: httpx.Response) -> dict[str, Any] | None:
+    """The response body when it is a JSON object; None otherwise (a check that needs a
+    field of it judges the None)."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def error_detail(response: httpx.Response) -> object:
+    """The ``detail`` of an error answer's JSON object (spec §7); None when there is none."""
+    body = json_object(response)
+    return body.get("detail") if body is not None else None
+
+
 def json_values(response: httpx.Response) -> list[Any]:
     """Every value of a response's JSON body, nested ones included, the body itself first
     (none when the body is not JSON).
@@ -116,8 +135,14 @@ def json_values(response: httpx.Response) -> list[Any]:
         body: Any = response.json()
     except ValueError:
         return []
+    return nested_values(body)
+
+
+def nested_values(document: Any) -> list[Any]:
+    """Every value of a parsed JSON *document*, nested ones included, the document itself
+    first (depth first, in document order)."""
     found: list[Any] = []
-    pending: list[Any] = [body]
+    pending: list[Any] = [document]
     while pending:
         value = pending.pop()
         found.append(value)
@@ -173,11 +198,8 @@ def credits_used_today(api: ApiClient, role: str = "primary") -> int:
     response = api.request("GET", usage.path, role=role)
     if response.status_code != 200:
         raise SetupFailed(f"setup: GET {usage.path} answered {describe(response)}")
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    value = body.get(usage.field) if isinstance(body, dict) else None
+    body = json_object(response)
+    value = body.get(usage.field) if body is not None else None
     if not isinstance(value, int) or isinstance(value, bool):
         raise SetupFailed(f"setup: no integer {usage.field!r} in {describe(response)}")
     return value
@@ -193,12 +215,9 @@ def assert_delivery_list(
             f"{_request_line(response)}: expected a 2xx delivery list, saw {describe(response)}",
             rule=rule,
         )
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = None
-    records = body.get("deliveries") if isinstance(body, dict) else None
-    total = body.get("total") if isinstance(body, dict) else None
+    body = json_object(response)
+    records = body.get("deliveries") if body is not None else None
+    total = body.get("total") if body is not None else None
     if not (isinstance(records, list) and all(isinstance(r, dict) for r in records)):
         fail(
             f"expected an object with deliveries (an array of records), saw {describe(response)}",

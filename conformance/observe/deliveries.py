@@ -32,7 +32,7 @@ import httpx
 from conformance.findings import Arrival, ChainTrace, fail, trace
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Receiver, Reply
-from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS
+from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS, judge_timing
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
 from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
@@ -172,6 +172,10 @@ def settle_exhausted(
     return delivery_id, record
 
 
+#: Attempt numbers as messages name them (spec §3: at most three attempts).
+_ORDINALS: Final = {2: "2nd", 3: "3rd"}
+
+
 def arrival_gaps(deliveries: Sequence[Delivery]) -> list[float]:
     """Seconds between successive arrivals (each measured on entry to the handler)."""
     return [b.arrived_at - a.arrived_at for a, b in itertools.pairwise(deliveries)]
@@ -244,6 +248,12 @@ class Chain:
             return arrived
         except DeliveryTimeout as missing:
             fail(f"{what}: {self.describe()}: {missing}", rule=rule)
+
+    def judge_gap(self, gap: int, rule: str, profile: Profile) -> None:
+        """Judge gap *gap* (1: from the 1st arrival to the 2nd) by the timing bands of
+        *rule*, once the arrival that ends it came (fewer arrivals fail every cited id)."""
+        arrived = self.wait_for(gap + 1, f"a {_ORDINALS[gap + 1]} attempt")
+        judge_timing(rule, arrival_gaps(arrived)[gap - 1], profile, what=self.describe())
 
     def assert_arrivals(
         self, count: int, quiet: float, what: str, *, rule: str | None = None

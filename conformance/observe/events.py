@@ -55,6 +55,8 @@ __all__ = [
     "final_state",
     "foreign_key",
     "other_key",
+    "per_key_label",
+    "per_key_secrets",
     "read_final_events",
     "signing_secret",
     "target_body",
@@ -117,6 +119,21 @@ def signing_secret(profile: Profile, role: str) -> Secret:
             f"set keys.{role}.signing_secret to the value the console's key detail view shows",
         )
     return secret
+
+
+def per_key_label(role: str) -> str:
+    """How messages name the per-key signing secret of *role*."""
+    return f"the per-key secret of key role {role!r}"
+
+
+def per_key_secrets(profile: Profile, *, but: str | None = None) -> dict[str, Secret]:
+    """The per-key signing secrets the profile gives, by label, of every key role but
+    *but*: what explains a delivery signed with another key's secret."""
+    return {
+        per_key_label(role): key.signing_secret
+        for role, key in profile.keys.items()
+        if role != but and key.signing_secret is not None
+    }
 
 
 def foreign_key(profile: Profile, role: str = "primary") -> KeyProfile:
