@@ -20,23 +20,19 @@ loop that records transport errors as failed attempts records these the same way
 Connections are kept alive and reused, one pool per (scheme, pinned address, port, URL
 host): a pooled connection was opened to the very address this request is pinned to (and
 for https was verified for the same server name), so reuse never bypasses the pin, and
-both walls are checked for every request before any pool is looked at. A pool is a stack
-of single-connection transports: a request takes the most recently used idle one (or a
-new one), so picking a connection costs the same however many are open (httpcore's own
-pool looks at every open connection on each request and each response). Connections idle
-for ``idle_s`` (2 s by default, under the 5 s keep-alive of common servers, so a reused
-connection is rarely one the server is closing) are closed by a timer; at most
-``KEEPALIVE_PER_TARGET`` idle ones are kept per target and ``max_pools`` targets at once.
+both walls are checked for every request before any pool is looked at. A pool that has
+been idle for ``idle_s`` (2 s by default, under the 5 s keep-alive of common servers, so a
+reused connection is rarely one the server is closing) is closed by a timer, and at most
+``max_pools`` pools are kept (the least recently used idle one goes first).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -60,8 +56,10 @@ _LOOPBACK_V6 = ipaddress.IPv6Address("::1")
 
 #: Seconds a target's pool may sit idle before its connections are closed.
 IDLE_CLOSE_S = 2.0
-#: Idle keep-alive connections kept per target: the dispatcher's 32 concurrent attempts.
-KEEPALIVE_PER_TARGET = 32
+#: Idle keep-alive connections kept per target. Few: httpcore's pool polls every idle
+#: connection on each request and response (32 of them cost more CPU per delivery than a
+#: fresh connection each); a burst beyond this opens connections that close after use.
+KEEPALIVE_PER_TARGET = 8
 #: Targets with a pool at once; past this, the least recently used idle pool is closed.
 MAX_POOLS = 32
 
@@ -84,19 +82,19 @@ def _is_loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool
 
 @dataclass
 class _Pool:
-    """One target's idle single-connection transports (last used last), and how many of
-    its transports are carrying a request now."""
+    """The keep-alive connections to one target, and whether any is in use."""
 
-    idle: list[tuple[httpx.AsyncHTTPTransport, float]] = field(default_factory=list)
+    transport: httpx.AsyncBaseTransport
+    last_used: float = field(default_factory=time.monotonic)
     active: int = 0
 
 
 class _ReleasingStream(httpx.AsyncByteStream):
-    """A response body that hands its transport back when the exchange is over."""
+    """A response body that tells its pool when the exchange is over (body closed)."""
 
-    def __init__(self, inner: httpx.AsyncByteStream, release: Callable[[], None]) -> None:
+    def __init__(self, inner: httpx.AsyncByteStream, pool: _Pool) -> None:
         self._inner = inner
-        self._release: Callable[[], None] | None = release
+        self._pool: _Pool | None = pool
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
@@ -106,9 +104,10 @@ class _ReleasingStream(httpx.AsyncByteStream):
         try:
             await self._inner.aclose()
         finally:
-            release, self._release = self._release, None
-            if release is not None:  # aclose may be called twice; release once
-                release()
+            pool, self._pool = self._pool, None
+            if pool is not None:  # aclose may be called twice; release once
+                pool.active -= 1
+                pool.last_used = time.monotonic()
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
@@ -187,66 +186,47 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         if self._inner is not None:
             return await self._inner.handle_async_request(pinned)
         key = (pinned.url.scheme, str(address), pinned.url.port or 0, request.url.host)
-        pool = self._pool_for(key)
-        transport = pool.idle.pop()[0] if pool.idle else self._new_transport()
+        pool = await self._pool_for(key)
         pool.active += 1
         try:
-            response = await transport.handle_async_request(pinned)
+            response = await pool.transport.handle_async_request(pinned)
         except BaseException:
-            self._release(key, pool, transport)
+            pool.active -= 1
+            pool.last_used = time.monotonic()
             raise
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return httpx.Response(
             response.status_code,
             headers=response.headers,
-            stream=_ReleasingStream(
-                response.stream, functools.partial(self._release, key, pool, transport)
-            ),
+            stream=_ReleasingStream(response.stream, pool),
             extensions=response.extensions,
         )
 
-    def _new_transport(self) -> httpx.AsyncHTTPTransport:
-        # One connection per transport: its pool never has another to look at. The TLS
-        # settings are made once and shared: building them (loading the CA bundle) costs
-        # about 30 ms of the event loop, too much for every new connection.
-        if self._tls is None:
-            self._tls = httpx.create_ssl_context()
-        limits = httpx.Limits(
-            max_connections=1, max_keepalive_connections=1, keepalive_expiry=self._idle_s
-        )
-        return httpx.AsyncHTTPTransport(verify=self._tls, retries=0, limits=limits)
-
-    def _pool_for(self, key: PoolKey) -> _Pool:
+    async def _pool_for(self, key: PoolKey) -> _Pool:
         pool = self._pools.pop(key, None)
         if pool is None:
-            pool = _Pool()
             if len(self._pools) >= self._max_pools:
-                self._evict_least_recently_used()
+                await self._close_least_recently_used()
+            limits = httpx.Limits(
+                max_connections=None,  # the dispatcher bounds concurrent deliveries
+                max_keepalive_connections=KEEPALIVE_PER_TARGET,
+                keepalive_expiry=self._idle_s,
+            )
+            if self._tls is None:
+                # Made once and shared: building TLS settings (loading the CA bundle)
+                # costs about 30 ms of the event loop, too much for every new target.
+                self._tls = httpx.create_ssl_context()
+            pool = _Pool(httpx.AsyncHTTPTransport(verify=self._tls, retries=0, limits=limits))
         self._pools[key] = pool  # re-inserted last: the dict is in least-recent-use order
         self._arm_sweep()
         return pool
 
-    def _release(self, key: PoolKey, pool: _Pool, transport: httpx.AsyncHTTPTransport) -> None:
-        """Keep a transport whose exchange ended for the next request to its target (a
-        connection the server or an error closed is reopened then), or close it."""
-        pool.active -= 1
-        if self._pools.get(key) is pool and len(pool.idle) < KEEPALIVE_PER_TARGET:
-            pool.idle.append((transport, time.monotonic()))
-        else:
-            self._close_later(transport)
-
-    def _evict_least_recently_used(self) -> None:
+    async def _close_least_recently_used(self) -> None:
         for key, pool in self._pools.items():
             if pool.active == 0:
                 del self._pools[key]
-                for transport, _ in pool.idle:
-                    self._close_later(transport)
+                await pool.transport.aclose()
                 return
-
-    def _close_later(self, transport: httpx.AsyncBaseTransport) -> None:
-        task = asyncio.ensure_future(transport.aclose())
-        self._closing.add(task)  # held until done: a bare task may be collected
-        task.add_done_callback(self._closing.discard)
 
     def _arm_sweep(self) -> None:
         if self._sweep_timer is None:
@@ -254,16 +234,15 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             self._sweep_timer = loop.call_later(self._idle_s, self._sweep)
 
     def _sweep(self) -> None:
-        """Close the connections idle for ``idle_s``, and the pools left with none."""
+        """Close the pools idle for ``idle_s``; look again while any pool is left."""
         self._sweep_timer = None
         now = time.monotonic()
         for key, pool in list(self._pools.items()):
-            stale = [entry for entry in pool.idle if now - entry[1] >= self._idle_s]
-            pool.idle = [entry for entry in pool.idle if now - entry[1] < self._idle_s]
-            for transport, _ in stale:
-                self._close_later(transport)
-            if not pool.idle and pool.active == 0:
+            if pool.active == 0 and now - pool.last_used >= self._idle_s:
                 del self._pools[key]
+                task = asyncio.ensure_future(pool.transport.aclose())
+                self._closing.add(task)  # held until done: a bare task may be collected
+                task.add_done_callback(self._closing.discard)
         if self._pools:
             self._arm_sweep()
 
@@ -273,8 +252,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             self._sweep_timer = None
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
-            for transport, _ in pool.idle:
-                await transport.aclose()
+            await pool.transport.aclose()
         if self._closing:
             await asyncio.wait(self._closing)
         if self._inner is not None:
