@@ -186,7 +186,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         if self._inner is not None:
             return await self._inner.handle_async_request(pinned)
         key = (pinned.url.scheme, str(address), pinned.url.port or 0, request.url.host)
-        pool = await self._pool_for(key)
+        pool = self._pool_for(key)
         pool.active += 1
         try:
             response = await pool.transport.handle_async_request(pinned)
@@ -202,11 +202,13 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             extensions=response.extensions,
         )
 
-    async def _pool_for(self, key: PoolKey) -> _Pool:
+    def _pool_for(self, key: PoolKey) -> _Pool:
+        # Never awaits: a pool found or made here is counted active before anything else
+        # runs, so neither the sweep nor another request can close it or make a second.
         pool = self._pools.pop(key, None)
         if pool is None:
             if len(self._pools) >= self._max_pools:
-                await self._close_least_recently_used()
+                self._close_least_recently_used()
             limits = httpx.Limits(
                 max_connections=None,  # the dispatcher bounds concurrent deliveries
                 max_keepalive_connections=KEEPALIVE_PER_TARGET,
@@ -221,12 +223,17 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self._arm_sweep()
         return pool
 
-    async def _close_least_recently_used(self) -> None:
+    def _close_least_recently_used(self) -> None:
         for key, pool in self._pools.items():
             if pool.active == 0:
                 del self._pools[key]
-                await pool.transport.aclose()
+                self._close_later(pool.transport)
                 return
+
+    def _close_later(self, transport: httpx.AsyncBaseTransport) -> None:
+        task = asyncio.ensure_future(transport.aclose())
+        self._closing.add(task)  # held until done: a bare task may be collected
+        task.add_done_callback(self._closing.discard)
 
     def _arm_sweep(self) -> None:
         if self._sweep_timer is None:
@@ -240,9 +247,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         for key, pool in list(self._pools.items()):
             if pool.active == 0 and now - pool.last_used >= self._idle_s:
                 del self._pools[key]
-                task = asyncio.ensure_future(pool.transport.aclose())
-                self._closing.add(task)  # held until done: a bare task may be collected
-                task.add_done_callback(self._closing.discard)
+                self._close_later(pool.transport)
         if self._pools:
             self._arm_sweep()
 

@@ -143,3 +143,17 @@ async def test_idle_connections_are_closed_after_the_bound_busy_ones_are_not(
                 await anyio.sleep(0.05)
             assert (await client.post(receiver.url("/hook"), extensions=PIN)).status_code == 200
     assert dials == [("127.0.0.1", receiver.port)] * 2
+
+
+async def test_past_max_pools_the_least_recently_used_idle_pool_is_closed(
+    receiver: Receiver,
+) -> None:
+    transport = GuardedTransport(max_pools=2)
+    async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
+        with anyio.fail_after(DEADLINE_S):
+            for host in ("a.example.invalid", "b.example.invalid", "a.example.invalid"):
+                url = f"http://{host}:{receiver.port}/hook"
+                assert (await client.post(url, extensions=PIN)).status_code == 200
+            await client.post(f"http://c.example.invalid:{receiver.port}/hook", extensions=PIN)
+            hosts = [key[3] for key in transport.pool_keys]
+    assert hosts == ["a.example.invalid", "c.example.invalid"]
