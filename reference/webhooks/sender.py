@@ -31,6 +31,9 @@ __all__ = ["AttemptResult", "DeliveryRequest", "send_attempt"]
 
 PINNED_ADDRESS_EXTENSION = "genapi.pinned_address"
 USER_AGENT = "genapi-reference-webhooks/0.1"
+#: Bounds on reading a reply body to reuse its connection (see ``finish_body``).
+DRAIN_MAX_BYTES = 64 * 1024
+DRAIN_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,32 @@ def timer_deadline(now: float, timeout_s: float, slack_s: float) -> float:
     return min(float(math.ceil(exact)), exact + slack_s)
 
 
+async def finish_body(response: httpx.Response, deadline: float) -> None:
+    """Read a small reply body to its end, so that its kept-alive connection can carry
+    the next delivery to this target; then close the response. Never raises.
+
+    Spec §6 judges by status alone, so the body is not needed: a body over
+    ``DRAIN_MAX_BYTES``, or one not complete within ``DRAIN_S`` (or by the attempt's
+    deadline), is left unread and its connection closed instead of reused. The status
+    was already known, so draining never turns an answered attempt into a timeout.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout_at(min(deadline, loop.time() + DRAIN_S)):
+            read = 0
+            async for chunk in response.aiter_raw():
+                read += len(chunk)
+                if read > DRAIN_MAX_BYTES:
+                    break
+    except (TimeoutError, httpx.HTTPError, OSError):
+        pass  # the connection is dropped, not reused; the attempt's result stands
+    finally:
+        try:
+            await response.aclose()
+        except (httpx.HTTPError, OSError):
+            pass
+
+
 async def send_attempt(
     client: httpx.AsyncClient,
     request: DeliveryRequest,
@@ -177,6 +206,7 @@ async def send_attempt(
         return AttemptResult(n=request.attempt, at=timestamp_now(), status=200, ms=0, error=None)
     at = timestamp_now(form=options.timestamp_form)
     started = time.monotonic()
+    answered: float | None = None
     status = 0
     error: str | None = None
     try:
@@ -195,8 +225,8 @@ async def send_attempt(
             response = await client.send(
                 http_request, follow_redirects=options.follow_redirects, stream=True
             )
-            # The body is not needed (spec §6 judges by status alone): close unread.
-            await response.aclose()
+        answered = time.monotonic()
+        await finish_body(response, deadline)
         status = response.status_code
         if 300 <= status < 400:
             error = f"target answered {status}; redirects are not followed"
@@ -211,7 +241,7 @@ async def send_attempt(
         error = f"connection failed: {exc}"
     except Exception as exc:  # e.g. a URL httpx cannot send: a failed attempt, not a crash
         error = f"the attempt could not be sent: {type(exc).__name__}: {exc}"
-    ms = int((time.monotonic() - started) * 1000)
+    ms = int(((answered or time.monotonic()) - started) * 1000)
     ok: bool | None = None
     if options.counts_as_success is not None and status:
         ok = options.counts_as_success(status)
