@@ -34,6 +34,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Literal
 
 import httpx
@@ -268,8 +269,9 @@ def make_delivery_client(timeout_s: float, egress: str = "loopback") -> httpx.As
     """The client webhook deliveries are sent with.
 
     Redirects are not followed (spec §6 "Redirects: not followed"; a 3xx is the target's
-    reply and counts as a failed attempt). Proxy environment variables and ``.netrc`` are
-    ignored (``trust_env=False``): the connection goes to the pinned address. ``timeout_s``
+    reply and counts as a failed attempt); cookies a target sets are never kept. Proxy
+    environment variables and ``.netrc`` are ignored (``trust_env=False``): the connection
+    goes to the pinned address. ``timeout_s``
     bounds each phase (connect, write, read, pool); a caller enforcing spec §6's 10 s per
     attempt overall should also wrap the call in a deadline.
 
@@ -284,4 +286,7 @@ def make_delivery_client(timeout_s: float, egress: str = "loopback") -> httpx.As
         timeout=httpx.Timeout(timeout_s),
         follow_redirects=False,
         trust_env=False,
+        # No cookies: a cookie one receiver sets must never ride on a later delivery (of
+        # another account, to a target under the same domain).
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
     )

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from scripted_target import Receiver
+from scripted_target import Receiver, Reply
 
 from reference.netguard import PINNED_ADDRESS_EXTENSION, GuardedTransport, make_delivery_client
 from reference.webhooks.sender import DeliveryRequest, send_attempt
@@ -157,3 +157,19 @@ async def test_past_max_pools_the_least_recently_used_idle_pool_is_closed(
             await client.post(f"http://c.example.invalid:{receiver.port}/hook", extensions=PIN)
             hosts = [key[3] for key in transport.pool_keys]
     assert hosts == ["a.example.invalid", "c.example.invalid"]
+
+
+async def test_a_cookie_a_receiver_sets_rides_on_no_later_delivery(receiver: Receiver) -> None:
+    """A target's Set-Cookie is never sent back: the next delivery (which may be another
+    account's, to another path of the same host) carries no Cookie header."""
+    receiver.script("/set", [Reply(200, headers=(("Set-Cookie", "session=abc; Path=/"),))])
+    async with make_delivery_client(5.0) as client:
+        with anyio.fail_after(DEADLINE_S):
+            for n, path in enumerate(("/set", "/set", "/other")):
+                result = await send_attempt(
+                    client, delivery(receiver.url(path), "127.0.0.1", n), timeout_s=5.0
+                )
+                assert result.succeeded, result
+    arrivals = receiver.arrivals("/set") + receiver.arrivals("/other")
+    assert len(arrivals) == 3
+    assert all(a.header("cookie") is None for a in arrivals)
