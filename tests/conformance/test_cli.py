@@ -82,7 +82,13 @@ def test_strict_makes_warnings_fail_the_run() -> None:
 
 
 def _options(**overrides: Any) -> argparse.Namespace:
-    values: dict[str, Any] = {"only": [], "area": [], "workers": 2, "keyword": None}
+    values: dict[str, Any] = {
+        "only": [],
+        "area": [],
+        "workers": 2,
+        "keyword": None,
+        "budget_requests": None,
+    }
     values.update(overrides)
     return argparse.Namespace(**values)
 
@@ -102,6 +108,9 @@ def test_pytest_args_pass_selection_and_workers(tmp_path: Path) -> None:
     assert "--only TIER-READ-01" in joined and "--area SIG" in joined and "-k tier" in joined
     in_process = pytest_args(_options(workers=0), tmp_path / "p.toml", tmp_path / "out")
     assert "-n" not in in_process and "no:xdist" in in_process
+    assert "--budget-requests" not in joined
+    budgeted = pytest_args(_options(budget_requests=40), tmp_path / "p.toml", tmp_path / "out")
+    assert "--budget-requests 40" in " ".join(budgeted)
 
 
 def test_run_missing_profile_is_a_usage_error(
