@@ -27,7 +27,9 @@ from running_reference import (
     ReferenceFactory,
     RunningReference,
     bearer,
+    generation_deliveries,
     start_reference,
+    wait_for_delivery,
     wait_for_status,
 )
 from scripted_target import Receiver
@@ -363,17 +365,16 @@ def resetting(request: pytest.FixtureRequest) -> Iterator[_ResettingTarget]:
 
 def _settled_delivery(client: httpx.Client, key: str, generation_id: str) -> dict[str, Any]:
     """The generation's one delivery once it is delivered or exhausted (bounded poll)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        listed = client.get(f"/v1/generations/{generation_id}/deliveries", headers=bearer(key))
-        assert listed.status_code == 200, listed.text
-        deliveries = listed.json()["deliveries"]
-        if deliveries and deliveries[0]["outcome"] in ("delivered", "exhausted"):
-            assert len(deliveries) == 1, deliveries
-            found: dict[str, Any] = deliveries[0]
-            return found
-        assert time.monotonic() < deadline, f"delivery not settled: {deliveries}"
-        time.sleep(0.2)  # polling interval; the deadline bounds it
+    record = wait_for_delivery(
+        client,
+        key,
+        generation_id,
+        lambda r: r["outcome"] in ("delivered", "exhausted"),
+        timeout_s=WAIT_S,
+    )
+    listed = generation_deliveries(client, key, generation_id)
+    assert len(listed) == 1, listed
+    return record
 
 
 @pytest.mark.parametrize(
@@ -488,12 +489,10 @@ def test_a_clock_jump_across_midnight_resets_the_day_exactly_and_loses_nothing(
         arrivals = receiver.wait_for("/midnight", len(owner), WAIT_S)
         assert sorted(a.header("X-Service-Generation") or "" for a in arrivals) == sorted(owner)
         for generation_id, key in owner.items():
-            listed = client.get(
-                f"/v1/generations/{generation_id}/deliveries", headers=bearer(key)
-            ).json()
-            assert listed["total"] == 1 and listed["deliveries"][0]["outcome"] == "delivered", (
-                listed
-            )
-            assert len(listed["deliveries"][0]["attempts"]) == 1, listed
+            # The target has the request before the service has recorded its answer: the
+            # record is awaited (bounded), then it must be the one delivery, made once.
+            record = wait_for_delivery(client, key, generation_id, "delivered", timeout_s=WAIT_S)
+            listed = generation_deliveries(client, key, generation_id)
+            assert len(listed) == 1 and len(record["attempts"]) == 1, listed
     finally:
         receiver.stop()
