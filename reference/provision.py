@@ -1,11 +1,14 @@
 """``--provision``: accounts, keys and sessions for a suite run, written as a target profile.
 
-Creates (or reuses, by name) four accounts: ``primary`` and ``second`` on the generous
-tier, ``low-limit`` on the low-limit tier, ``restricted-models`` on a tier without the
-video category. Then the keys of every profile role (ARCHITECTURE.md, "Target profile"):
+Creates (or reuses, by name) the accounts of :data:`ACCOUNTS`: ``primary`` and ``second``
+on the generous tier, ``low-limit``, ``low-window`` and ``low-credits`` on the low-limit
+tier, ``low-daily``, ``restricted-models`` (a tier without the video category) and
+``high-limit``. Then the keys of every profile role (ARCHITECTURE.md, "Target profile"):
 ``primary`` with every scope; ``without-<scope>`` lacking one scope each; ``revoked``;
-``foreign`` (second account); ``low-limit``; ``restricted-models``; ``high-limit`` and
-``high-limit-second`` (a high per-minute limit, for load). Console sessions are
+``foreign`` (second account); ``low-limit`` and ``low-limit-second`` (one account);
+``low-limit-window`` and ``low-limit-credits`` (an account each); ``low-daily``;
+``restricted-models``; ``high-limit`` and ``high-limit-second`` (a high per-minute limit,
+for load). Console sessions are
 issued for primary and second, and the complete TOML profile is written. Where the spec
 leaves room, the profile declares the side the service's choices take (``Config.choices``;
 the variant's differ): the console operations (``[adapter]``), the delivery headers' brand
@@ -43,6 +46,11 @@ ACCOUNTS = {
     "primary": "studio",
     "second": "studio",
     "low-limit": "low-limit",
+    # Accounts of the suite's other chains on the low-limit tier (the rolling window; the
+    # credits and the concurrency limit), so that they run beside the per-minute one: a
+    # window or credits shared by an account's keys never couples them.
+    "low-window": "low-limit",
+    "low-credits": "low-limit",
     "low-daily": "low-daily",
     "restricted-models": "no-video",
     "high-limit": "high-limit",
@@ -63,6 +71,8 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         ("low-limit", "low-limit", SCOPES),
         # A second key of the low-limit account: the per-minute limit is per key (§8).
         ("low-limit-second", "low-limit", SCOPES),
+        ("low-limit-window", "low-window", SCOPES),
+        ("low-limit-credits", "low-credits", SCOPES),
         # The daily request limit and its reset at 00:00 UTC (§8).
         ("low-daily", "low-daily", SCOPES),
         ("restricted-models", "restricted-models", SCOPES),

@@ -1,32 +1,55 @@
-"""The ``low-limit`` account of the rate checks: its rolling window, its tier, the runs.
+"""The keys of low tiers that the rate and credit checks exhaust, and the chains that use
+them: set-up for ``test_rate_minute.py``, ``test_rate_window.py``, ``test_credits.py``
+and ``test_rate_day.py`` (no check here).
 
-Set-up for ``test_rate_limits.py``, the one module that uses the ``low-limit`` key role
-(its docstring says why there must be only one: pytest-xdist keeps a module on one
-worker, and the account's window, in-flight generations and daily credits are shared by
-everything that uses the key). It holds no check: :data:`ACCOUNT` paces the requests in
-the account's rolling minute, :func:`first_rate_run` and :func:`first_cap_run` send the
-two runs up to a 429 that several checks examine, once per process.
+A key's rolling minute (spec §8, "Requests per minute | Per tier, per API key, rolling
+window") holds every request sent on it, whoever sent it; an account's daily credits and
+in-flight generations are shared by all its keys. So the checks that exhaust them run as
+**chains**: one module each, whose checks run in order on one worker (pytest-xdist's
+``--dist loadfile``), started before the other modules (the run's scheduler), each on a
+key of its own when the profile names one:
 
-The state here is per process, like that module's: one worker runs all of its checks.
+=====================  ===========================  =====================================
+module                 key role (fallback)          what it exhausts
+=====================  ===========================  =====================================
+test_rate_minute.py    ``low-limit`` (and            the key's minute, then waits out its
+                       ``low-limit-second``)         Retry-After
+test_rate_window.py    ``low-limit-window``          the key's minute, spread over it
+                       (``low-limit``)
+test_credits.py        ``low-limit-credits``         the account's in-flight limit and
+                       (``low-limit``)               daily credits
+test_rate_day.py       ``low-daily``                 the key's requests of the day
+=====================  ===========================  =====================================
+
+A chain holds its key's lease (:mod:`conformance.target.leases`) while it runs: with a
+key per chain, the chains run side by side; with only ``low-limit`` they take turns, and
+each learns from the lease the send times of the requests the chain before it left in
+the key's window. The optional keys are best of accounts of their own: an implementation
+that keeps one window per account (a RATE-RPM-03 failure) then still gives each chain
+its own. The two chains that spend a day's allowance and then cross 00:00 UTC
+(credits, daily requests) also hold the run's ``clock`` lease, which carries how far the
+target's calendar clock was moved: no other chain starts a new day under them.
+
+The state here is per chain (:class:`Chain`, one per module and process).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
 from typing import Any, Final
 
 import httpx
 import pytest
 
-from conformance.judge.asserts import credits_used_today, describe, json_object
+from conformance.judge.asserts import describe, json_object
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.clock import next_utc_midnight
+from conformance.target.leases import Leases
 from conformance.target.profile import Profile
 from conformance.target.setup import (
     IMAGES_PATH,
@@ -37,80 +60,113 @@ from conformance.target.setup import (
 )
 
 __all__ = [
-    "ACCOUNT",
+    "CHAIN_ROLES",
+    "CREDITS_ROLE",
     "DAILY_ROLE",
-    "IMAGES",
     "MIDNIGHT_MARGIN_SECONDS",
+    "RATELIMIT_HEADERS",
     "ROLE",
     "SECOND_ROLE",
-    "TIER_PATH",
+    "WINDOW_ROLE",
     "WINDOW_SECONDS",
-    "Account",
-    "CapRun",
+    "Chain",
     "DayRun",
     "RateRun",
     "accepted_id",
     "across_midnight",
+    "assert_retry_after",
+    "chain_fixtures",
     "examined_429",
-    "first_cap_run",
     "first_day_run",
     "first_rate_run",
-    "move_target_clock",
-    "open_window",
-    "rate_request",
+    "hold_chain",
     "rate_request_words",
+    "spread_over_half_minute",
     "submit_body",
-    "tier",
     "wait_finished",
 ]
 
 ROLE: Final = "low-limit"
 #: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
 SECOND_ROLE: Final = "low-limit-second"
+#: Optional: a key of another account on a low tier for the rolling-window check alone
+#: (else ``low-limit``).
+WINDOW_ROLE: Final = "low-limit-window"
+#: Optional: a key of another account on a low tier for the credit and concurrency checks
+#: alone (else ``low-limit``): its window, in-flight generations and daily credits are
+#: theirs while the per-minute checks use another account's key.
+CREDITS_ROLE: Final = "low-limit-credits"
 #: A key whose tier has a small requests_per_day under a large requests_per_minute: the
 #: day's limit is reached in a few seconds, and never mistaken for the minute's.
 DAILY_ROLE: Final = "low-daily"
-IMAGES: Final = IMAGES_PATH
+#: The keys the chains exhaust: no other check may send with them (a request of another
+#: check would join a window a chain is measuring, or meet a limit a chain has spent).
+CHAIN_ROLES: Final = frozenset({ROLE, SECOND_ROLE, WINDOW_ROLE, CREDITS_ROLE, DAILY_ROLE})
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
 #: How far before and after 00:00 UTC the daily-reset checks look: more than the clocks
 #: of the suite and the target may differ, and more than a request takes.
 MIDNIGHT_MARGIN_SECONDS: Final = 30.0
+#: The rate headers of every response, served or 429 (spec §7).
+RATELIMIT_HEADERS: Final = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+#: The lease of the target's calendar clock; its state: ``moved_seconds``.
+CLOCK_LEASE: Final = "clock"
 
 
 def _is_integer(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class Account:
-    """What this process knows of the low-limit account: the send times of the rate
-    checks' requests on its key (wall clock: its rolling window), its tier record, and
-    the two runs up to a 429 that several checks examine (each sent once).
+def _lease_of(role: str) -> str:
+    return f"key {role}"
 
-    Each check's exchanges are added when it ends (the rate module's ``_track_window``);
-    ``make_room`` also counts the running check's own. Every request is counted, a
-    refused one too: that can only make the wait longer than needed, never too short.
+
+class Chain:
+    """What one chain knows of its key: the send times of the requests on it (wall clock:
+    its rolling window, those of earlier holders included), its tier record, and the runs
+    up to a 429 that several checks examine (each sent once).
+
+    Each check's exchanges are added when it ends (:meth:`track`, by the module's autouse
+    fixture); :meth:`make_room` also counts the running check's own. Every request is
+    counted, a refused one too: that can only make a wait longer than needed, never too
+    short.
     """
 
-    def __init__(self) -> None:
-        self.sent: list[float] = []
+    def __init__(self, role: str, sent: list[float]) -> None:
+        self.role = role
+        self.sent = sent
         self.tier: dict[str, Any] | None = None
         self.rate_run: RateRun | None = None
-        self.cap_run: CapRun | None = None
         self.day_run: DayRun | None = None
-        #: Seconds this process has moved the target's calendar clock forward ([clock]):
-        #: the target's clock reads the wall clock plus this.
-        self.clock_moved = 0.0
+        #: The credit chain's run up to the cap's 429 (``credit_cap.CapRun``).
+        self.cap_run: Any = None
+        #: The clock lease's state, when the chain holds it (``moved_seconds``: how far
+        #: this run moved the target's calendar clock).
+        self.clock: dict[str, Any] | None = None
 
     def target_now(self) -> float:
-        """The target's calendar time as far as the suite knows it (unix seconds)."""
-        return time.time() + self.clock_moved
+        """The target's calendar time as far as the run knows it (unix seconds)."""
+        return time.time() + self.moved_seconds
+
+    @property
+    def moved_seconds(self) -> float:
+        """How far this run moved the target's calendar clock (its time is the wall
+        clock's plus this)."""
+        return float((self.clock or {}).get("moved_seconds", 0.0))
+
+    def track(self, recorder: Recorder) -> None:
+        """Add a finished check's requests to the key's window."""
+        self.sent.extend(exchange.started_at for exchange in recorder.exchanges)
+
+    def recent(self) -> list[float]:
+        """The send times that may still be in the window (what the next holder needs)."""
+        horizon = time.time() - 2 * WINDOW_SECONDS
+        return sorted(t for t in self.sent if t > horizon)
 
     def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
         """Wait until *count* more requests fit in the rolling minute (None: until the
         window holds none of ours)."""
-        tolerance = profile.timing.tolerance_seconds
-        span = WINDOW_SECONDS + tolerance
+        span = WINDOW_SECONDS + profile.timing.tolerance_seconds
         sent = sorted([*self.sent, *(e.started_at for e in recorder.exchanges)])
         now = time.time()
         recent = [t for t in sent if t > now - span]
@@ -128,21 +184,128 @@ class Account:
             wait_until = recent[excess - 1] + span
         time.sleep(max(0.0, wait_until - time.time()))  # bounded: at most one window
 
+    def read_tier(self, api: ApiClient, *, patient: bool = True) -> dict[str, Any]:
+        """The key's tier record (read once per chain, then remembered; *patient*: a 429
+        is waited out, see :meth:`ApiClient.request`)."""
+        if self.tier is None:
+            response = api.request("GET", TIER_PATH, role=self.role, patient=patient)
+            self.tier = _checked_tier(response, self.role)
+        return self.tier
 
-#: The low-limit account as this process knows it.
-ACCOUNT: Final = Account()
+    def rate_request(
+        self, api: ApiClient, profile: Profile, role: str | None = None
+    ) -> httpx.Response:
+        """One request of the kind the profile says exercises the per-minute limit
+        (``[rate] request``, :func:`~conformance.target.setup.rate_request_of`), on the
+        chain's key or *role*."""
+        rate = rate_request_of(profile)
+        body = None if rate.body is None else dict(rate.body)
+        return api.request(rate.method, rate.path, role=role or self.role, json=body, patient=False)
+
+    def submit(
+        self, api: ApiClient, endpoint: Endpoint, prompt: str = SUBMIT_PROMPT
+    ) -> httpx.Response:
+        """An image submit on the chain's key with an inline target at *endpoint*."""
+        body = submit_body(endpoint, prompt)
+        return api.request("POST", IMAGES_PATH, role=self.role, json=body, patient=False)
+
+    def open_window(
+        self, api: ApiClient, profile: Profile, recorder: Recorder
+    ) -> tuple[int, httpx.Response]:
+        """Wait until the key's window holds none of our requests, send the first rate
+        request of a new window, and return the tier's requests_per_minute with it.
+
+        With reads the first answer is the tier record itself (no request spent on it);
+        with submits the tier is read first, and the wait lets that read leave the window
+        (it may or may not count).
+        """
+        record = self.read_tier(api) if profile.rate.request == "submits" else None
+        self.make_room(recorder, None, profile)
+        first = self.rate_request(api, profile)
+        if first.status_code == 429:
+            raise SetupFailed(
+                f"setup: the first request of the {self.role} key was answered 429 "
+                f"({describe(first)}): the key must be idle for a minute before the run"
+            )
+        if record is None:
+            self.tier = record = _checked_tier(first, self.role)
+        return int(record["requests_per_minute"]), first
 
 
-def move_target_clock(api: ApiClient, profile: Profile, moment: float) -> None:
-    """Bring the target's calendar clock to *moment* (unix seconds, not in its past).
+@contextmanager
+def hold_chain(
+    leases: Leases,
+    profile: Profile,
+    role: str,
+    *,
+    fallback: str | None = ROLE,
+    clock: bool = False,
+) -> Iterator[Chain]:
+    """The chain of a module on *role*'s key, or on *fallback*'s when the profile has no
+    key of *role* (none: a skip naming the key to add): holds the key's lease for as long
+    as the module's checks run, waiting for it at most the run's ceiling.
 
-    With a declared request (``[clock]`` method, path, body): move it forward by the
-    difference. With ``wait_for_midnight``: wait in real time until then, at most
-    ``max_wait_seconds`` from now (the capability is checked before the check starts).
+    *clock*: hold the target's calendar clock too, for a chain that spends a day's
+    allowance and then crosses midnight: no other chain moves the clock meanwhile (a
+    move would start a new day under it).
     """
-    seconds = moment - ACCOUNT.target_now()
-    if seconds <= 0:
-        return
+    held = role if role in profile.keys or fallback is None else fallback
+    profile.key(held)  # a skip (CapabilityMissing) when the profile lacks it
+    lease = _lease_of(held)
+    names = (lease, CLOCK_LEASE) if clock else (lease,)
+    with leases.hold(*names, wait_seconds=profile.timing.run_ceiling_seconds) as states:
+        chain = Chain(held, [float(t) for t in states[lease].get("sent", [])])
+        chain.clock = states.get(CLOCK_LEASE)
+        try:
+            yield chain
+        finally:
+            states[lease]["sent"] = chain.recent()
+
+
+def chain_fixtures(role: str, *, fallback: str | None = ROLE, clock: bool = False) -> Any:
+    """The two fixtures of a chain's module, assigned there as ``chain, _track_window =
+    chain_fixtures(...)``: ``chain``, the module's :class:`Chain` (:func:`hold_chain` with
+    these arguments, held while the module runs), and ``_track_window``, autouse, which
+    adds each check's requests to the chain's window when the check ends."""
+
+    @pytest.fixture(scope="module")
+    def chain(leases: Leases, profile: Profile) -> Iterator[Chain]:
+        with hold_chain(leases, profile, role, fallback=fallback, clock=clock) as held:
+            yield held
+
+    @pytest.fixture(autouse=True)
+    def _track_window(chain: Chain, recorder: Recorder) -> Iterator[None]:
+        yield
+        chain.track(recorder)
+
+    return chain, _track_window
+
+
+def _checked_tier(response: httpx.Response, role: str) -> dict[str, Any]:
+    body = json_object(response)
+    numbers = ("requests_per_minute", "concurrent_limit", "max_credits_per_day")
+    if (
+        response.status_code != 200
+        or body is None
+        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
+    ):
+        raise SetupFailed(
+            f"setup: GET {TIER_PATH} ({role}) gave no tier record with positive integer "
+            f"{', '.join(numbers)}: {describe(response)}"
+        )
+    return body
+
+
+# -- the target's calendar clock -------------------------------------------------------------
+
+
+def _move_target_clock(api: ApiClient, profile: Profile, seconds: float) -> None:
+    """Move the target's calendar clock *seconds* forward.
+
+    With a declared request (``[clock]`` method, path, body): ask for it. With
+    ``wait_for_midnight``: wait in real time, at most ``max_wait_seconds`` (the
+    capability is checked before the check starts).
+    """
     advance = profile.clock.advance
     if advance is None:
         if seconds > profile.clock.max_wait_seconds:
@@ -161,45 +324,40 @@ def move_target_clock(api: ApiClient, profile: Profile, moment: float) -> None:
             f"target's clock {seconds:.0f} s forward with {advance.status}; saw "
             f"{describe(response)}"
         )
-    ACCOUNT.clock_moved += seconds
 
 
 def across_midnight(
-    api: ApiClient, profile: Profile, send: Callable[[], httpx.Response]
+    api: ApiClient, profile: Profile, chain: Chain, send: Callable[[], httpx.Response]
 ) -> tuple[httpx.Response | None, httpx.Response]:
     """*send* on the target shortly before its next 00:00 UTC, then shortly after (spec
     §8: the daily limits reset at 00:00 UTC); the first answer is None when the target's
-    clock is already too close to midnight to ask before it."""
-    midnight = next_utc_midnight(ACCOUNT.target_now())
+    clock is already too close to midnight to ask before it.
+
+    The *chain* holds the clock (:func:`hold_chain` with ``clock=True``): its lease says
+    how far this run moved the target's clock (with a declared ``[clock]`` request;
+    waiting leaves it on the wall clock), whichever process moved it last.
+    """
+    clock = chain.clock
+    if clock is None:
+        raise SetupFailed("setup: the chain crosses midnight without holding the clock")
+
+    def move_to(moment: float) -> None:
+        seconds = moment - chain.target_now()
+        if seconds > 0:
+            _move_target_clock(api, profile, seconds)
+            if profile.clock.advance is not None:
+                clock["moved_seconds"] = chain.moved_seconds + seconds
+
+    midnight = next_utc_midnight(chain.target_now())
     before: httpx.Response | None = None
-    if ACCOUNT.target_now() < midnight - MIDNIGHT_MARGIN_SECONDS:
-        move_target_clock(api, profile, midnight - MIDNIGHT_MARGIN_SECONDS)
+    if chain.target_now() < midnight - MIDNIGHT_MARGIN_SECONDS:
+        move_to(midnight - MIDNIGHT_MARGIN_SECONDS)
         before = send()
-    move_target_clock(api, profile, midnight + MIDNIGHT_MARGIN_SECONDS)
+    move_to(midnight + MIDNIGHT_MARGIN_SECONDS)
     return before, send()
 
 
-def tier(api: ApiClient) -> dict[str, Any]:
-    """The low-limit key's tier record (read once per process, then remembered)."""
-    if ACCOUNT.tier is None:
-        response = api.request("GET", TIER_PATH, role=ROLE)
-        ACCOUNT.tier = _checked_tier(response)
-    return ACCOUNT.tier
-
-
-def _checked_tier(response: httpx.Response) -> dict[str, Any]:
-    body = json_object(response)
-    numbers = ("requests_per_minute", "concurrent_limit", "max_credits_per_day")
-    if (
-        response.status_code != 200
-        or body is None
-        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
-    ):
-        raise SetupFailed(
-            f"setup: GET {TIER_PATH} ({ROLE}) gave no tier record with positive integer "
-            f"{', '.join(numbers)}: {describe(response)}"
-        )
-    return body
+# -- set-up shared by the chains -------------------------------------------------------------
 
 
 def submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, Any]:
@@ -213,7 +371,7 @@ def accepted_id(response: httpx.Response, what: str) -> str:
     if response.status_code == 202 and body is not None and isinstance(body.get("id"), str):
         return str(body["id"])
     hint = (
-        " (the low-limit account's daily credits may be spent: rerun after 00:00 UTC)"
+        " (the account's daily credits may be spent: rerun after 00:00 UTC)"
         if response.status_code == 429
         else ""
     )
@@ -228,26 +386,36 @@ def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:
         raise SetupFailed(f"setup: the generations did not report back: {error}") from None
 
 
-# -- the per-minute limit --------------------------------------------------------------------
-
-
-def rate_request(api: ApiClient, profile: Profile, role: str = ROLE) -> httpx.Response:
-    """One request of the kind the profile says exercises the per-minute limit (``[rate]
-    request``, :func:`~conformance.target.setup.rate_request_of`)."""
-    rate = rate_request_of(profile)
-    body = None if rate.body is None else dict(rate.body)
-    return api.request(rate.method, rate.path, role=role, json=body, patient=False)
-
-
 def rate_request_words(profile: Profile) -> str:
     """The rate request, for messages: which request was sent, and the setting to change
     when the deployment counts only the other kind toward its limit."""
     return rate_request_of(profile).words
 
 
+def assert_retry_after(refused: httpx.Response, requirement_id: str, which: str) -> None:
+    """The 429 (*which*: "credit-cap 429") carries the Retry-After header."""
+    assert "retry-after" in refused.headers, (
+        f"{requirement_id}: expected a Retry-After header on the {which}; saw headers "
+        f"{sorted(refused.headers.keys())}"
+    )
+
+
+def examined_429(run: Any) -> httpx.Response:
+    """A run's 429 (its ``refused``) for a check that examines it; a set-up error when
+    none came (the one check that asks for the 429 judges that, not every check that
+    reads it). *run*: a :class:`RateRun`, :class:`DayRun` or ``credit_cap.CapRun``."""
+    if run.refused is None:
+        raise SetupFailed(f"setup: {run.no_429}")
+    refused: httpx.Response = run.refused
+    return refused
+
+
+# -- the per-minute limit --------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RateRun:
-    """Requests sent back to back on the low-limit key up to the first 429."""
+    """Requests sent back to back on the chain's key up to the first 429."""
 
     limit: int  # the tier's requests_per_minute
     served: int  # requests answered before the first 429 (all, if none came)
@@ -269,45 +437,24 @@ class RateRun:
         )
 
 
-def open_window(api: ApiClient, profile: Profile, recorder: Recorder) -> tuple[int, httpx.Response]:
-    """Wait until the low-limit key's window holds none of our requests, send the first
-    rate request of a new window, and return the tier's requests_per_minute with it.
-
-    With reads the first answer is the tier record itself (no request spent on it); with
-    submits the tier is read first, and the wait lets that read leave the window (it may
-    or may not count).
-    """
-    record = tier(api) if profile.rate.request == "submits" else None
-    ACCOUNT.make_room(recorder, None, profile)
-    first = rate_request(api, profile)
-    if first.status_code == 429:
-        raise SetupFailed(
-            f"setup: the first request of the low-limit key was answered 429 "
-            f"({describe(first)}): the key must be idle for a minute before the run"
-        )
-    if record is None:
-        ACCOUNT.tier = record = _checked_tier(first)
-    return int(record["requests_per_minute"]), first
-
-
 def first_rate_run(
-    make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder
+    chain: Chain, make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder
 ) -> RateRun:
     """The run of requests up to the first 429, sent by the first check that asks.
 
-    The requests are those the profile declares (``[rate] request``, :func:`rate_request`):
+    The requests are those the profile declares (``[rate] request``):
     spec §8 counts "Requests per minute | Per tier, per API key" without naming which, so
     a deployment that counts only submits is judged by submits. With reads the first
     answer gives the limit; with submits the tier is read first, and the run waits until
     that read has left the window (it may or may not count). At most requests_per_minute
     + 1 requests are sent.
     """
-    if ACCOUNT.rate_run is not None:
-        return ACCOUNT.rate_run
+    if chain.rate_run is not None:
+        return chain.rate_run
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
     start = time.monotonic()
-    limit, first = open_window(api, profile, recorder)
+    limit, first = chain.open_window(api, profile, recorder)
     if limit + 1 > budget:
         pytest.skip(
             f"the low-limit tier allows {limit} requests per minute, over the budget of "
@@ -315,7 +462,7 @@ def first_rate_run(
         )
     served, refused, refused_at, response = 1, None, 0.0, first
     for _ in range(limit):
-        response = rate_request(api, profile)
+        response = chain.rate_request(api, profile)
         if response.status_code == 429:
             refused, refused_at = response, time.time()
             break
@@ -323,76 +470,65 @@ def first_rate_run(
     seconds = time.monotonic() - start
     read_after = None
     if profile.rate.request == "submits" and refused is not None:
-        read_after = api.request("GET", TIER_PATH, role=ROLE, patient=False)
-    ACCOUNT.rate_run = RateRun(
+        read_after = api.request("GET", TIER_PATH, role=chain.role, patient=False)
+    chain.rate_run = RateRun(
         limit, served, first, refused, refused_at, seconds, response, read_after
     )
-    return ACCOUNT.rate_run
-
-
-# -- the daily credit cap --------------------------------------------------------------------
+    return chain.rate_run
 
 
 @dataclass(frozen=True)
-class CapRun:
-    """Submits on the low-limit key, one at a time, up to the first 429."""
+class Spread:
+    """Set-up of the rolling-window check (RATE-RPM-04): the window was empty, half the
+    limit was sent at once (``first_half``, the first at ``started``, a ``time.time()``)
+    and the rest half a minute later, all served."""
 
-    cap: int  # the tier's max_credits_per_day
-    statuses: tuple[int, ...]
-    refused: httpx.Response | None  # the first 429
-    refused_at: float  # time.time() when it arrived
+    chain: Chain
+    limit: int
+    first_half: int
+    started: float
 
-    @property
-    def no_429(self) -> str:
-        """Why there is no credit-cap 429 to examine (the credit-cap check judges that)."""
-        return (
-            f"no 429 within {len(self.statuses)} submits (max_credits_per_day {self.cap}): "
-            "no credit-cap 429 to examine (the credit-cap check judges this)"
+    def after_the_roll(self, api: ApiClient, profile: Profile) -> list[int]:
+        """The statuses of requests sent once the first half has left the window (a
+        minute and the tolerance after it), up to one past that half or the first 429;
+        sent too late to tell the halves apart is a set-up error."""
+        tolerance = profile.timing.tolerance_seconds
+        time.sleep(max(0.0, self.started + WINDOW_SECONDS + tolerance - time.time()))
+        statuses: list[int] = []
+        for _ in range(self.first_half + 1):
+            statuses.append(self.chain.rate_request(api, profile).status_code)
+            if statuses[-1] == 429:
+                break
+        rolled_at = time.time() - self.started
+        if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
+            raise SetupFailed(
+                f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
+                "moment the second half leaves the window"
+            )
+        return statuses
+
+
+def spread_over_half_minute(
+    chain: Chain, api: ApiClient, profile: Profile, recorder: Recorder
+) -> Spread:
+    """Send the limit's first half now and the rest 30 s later (the sleep between is the
+    spread under test, bounded by the minute); a 429 among them is a set-up error (the
+    limit's own checks judge it), a limit the request budget cannot hold a skip."""
+    limit, first = chain.open_window(api, profile, recorder)
+    started = time.time()  # the first request's moment, within a request's time
+    first_half = limit // 2
+    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
+        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
+    early = [first, *(chain.rate_request(api, profile) for _ in range(first_half - 1))]
+    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))
+    later = [chain.rate_request(api, profile) for _ in range(limit - first_half)]
+    statuses = [r.status_code for r in [*early, *later]]
+    if 429 in statuses:
+        raise SetupFailed(
+            f"setup: {limit} requests within a minute met a 429 before the limit "
+            f"(RATE-RPM-01 judges this): {statuses}"
         )
-
-
-def first_cap_run(
-    api: ApiClient, make_endpoint: Callable[..., Endpoint], profile: Profile, recorder: Recorder
-) -> CapRun:
-    """The submits up to the credit cap's 429, sent by the first check that asks.
-
-    Every accepted submit spends at least one credit (CREDIT-SPEND-01), so of
-    max_credits_per_day + 1 submits one at least must be refused. Each generation is
-    waited for before the next submit (none in flight: no concurrency 429), and each
-    submit has room in the rate window (no rate-limit 429).
-    """
-    if ACCOUNT.cap_run is not None:
-        return ACCOUNT.cap_run
-    cap = int(tier(api)["max_credits_per_day"])
-    if cap + 2 > profile.budgets.max_requests_per_rate_check:
-        pytest.skip(
-            f"max_credits_per_day {cap} needs more submits than the budget of "
-            f"{profile.budgets.max_requests_per_rate_check}"
-        )
-    endpoint = make_endpoint("credit-cap")
-    statuses: list[int] = []
-    refused: httpx.Response | None = None
-    refused_at = 0.0
-    for index in range(cap + 1):
-        ACCOUNT.make_room(recorder, 1, profile)
-        body = submit_body(endpoint)
-        response = api.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-        statuses.append(response.status_code)
-        if response.status_code == 429:
-            refused, refused_at = response, time.time()
-            break
-        accepted_id(response, f"POST {IMAGES} number {index + 1} toward the cap")
-        wait_finished(endpoint, index + 1, profile)
-    ACCOUNT.cap_run = CapRun(cap, tuple(statuses), refused, refused_at)
-    return ACCOUNT.cap_run
-
-
-def examined_429(run: RateRun | CapRun | DayRun) -> httpx.Response:
-    """A run's 429 for a check that examines it; a set-up error when none came (the one
-    check that asks for the 429 judges that, not every check that reads it)."""
-    if run.refused is None:
-        raise SetupFailed(f"setup: {run.no_429}")
-    return run.refused
+    return Spread(chain, limit, first_half, started)
 
 
 # -- the daily request limit ----------------------------------------------------------------
@@ -415,132 +551,33 @@ class DayRun:
         )
 
 
-def first_day_run(make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
+def first_day_run(chain: Chain, make_api: Callable[..., ApiClient], profile: Profile) -> DayRun:
     """The requests of the ``low-daily`` key up to the day's 429, sent by the first check
     that asks: its tier record, then requests_per_day + 1 requests of the profile's rate
-    kind (:func:`rate_request`), stopping at the first 429. The tier's minute limit must
-    exceed that many, so a 429 among them is the day's."""
-    if ACCOUNT.day_run is not None:
-        return ACCOUNT.day_run
+    kind, stopping at the first 429. The tier's minute limit must exceed that many, so a
+    429 among them is the day's."""
+    if chain.day_run is not None:
+        return chain.day_run
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
-    record = _checked_tier(api.request("GET", TIER_PATH, role=DAILY_ROLE, patient=False))
+    record = chain.read_tier(api, patient=False)
     if not _is_integer(record.get("requests_per_day")) or record["requests_per_day"] < 1:
-        raise SetupFailed(f"setup: the {DAILY_ROLE} tier record has no positive requests_per_day")
+        raise SetupFailed(f"setup: the {chain.role} tier record has no positive requests_per_day")
     per_day = int(record["requests_per_day"])
     if per_day + 2 > budget:
         pytest.skip(f"requests_per_day {per_day} is over the request budget of {budget}")
     if int(record["requests_per_minute"]) <= per_day + 1:
         pytest.skip(
-            f"the {DAILY_ROLE} tier's requests_per_minute ({record['requests_per_minute']}) "
+            f"the {chain.role} tier's requests_per_minute ({record['requests_per_minute']}) "
             f"would refuse before its requests_per_day ({per_day}): no daily 429 to tell apart"
         )
     statuses: list[int] = []
     refused: httpx.Response | None = None
     for _ in range(per_day + 1):
-        response = rate_request(api, profile, DAILY_ROLE)
+        response = chain.rate_request(api, profile)
         statuses.append(response.status_code)
         if response.status_code == 429:
             refused = response
             break
-    ACCOUNT.day_run = DayRun(per_day, tuple(statuses), refused)
-    return ACCOUNT.day_run
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Set-up of the rolling-window check (RATE-RPM-04): the window was empty, half the
-    limit was sent at once (``first_half``, the first at ``started``, a ``time.time()``)
-    and the rest half a minute later, all served."""
-
-    limit: int
-    first_half: int
-    started: float
-
-    def after_the_roll(self, api: ApiClient, profile: Profile) -> list[int]:
-        """The statuses of requests sent once the first half has left the window (a
-        minute and the tolerance after it), up to one past that half or the first 429;
-        sent too late to tell the halves apart is a set-up error."""
-        tolerance = profile.timing.tolerance_seconds
-        time.sleep(max(0.0, self.started + WINDOW_SECONDS + tolerance - time.time()))
-        statuses: list[int] = []
-        for _ in range(self.first_half + 1):
-            statuses.append(rate_request(api, profile).status_code)
-            if statuses[-1] == 429:
-                break
-        rolled_at = time.time() - self.started
-        if rolled_at >= WINDOW_SECONDS * 1.5 - tolerance:
-            raise SetupFailed(
-                f"setup: the requests after the roll took until {rolled_at:.0f} s, past the "
-                "moment the second half leaves the window"
-            )
-        return statuses
-
-
-def spread_over_half_minute(api: ApiClient, profile: Profile, recorder: Recorder) -> Spread:
-    """Send the limit's first half now and the rest 30 s later (the sleep between is the
-    spread under test, bounded by the minute); a 429 among them is a set-up error (the
-    limit's own checks judge it), a limit the request budget cannot hold a skip."""
-    limit, first = open_window(api, profile, recorder)
-    started = time.time()  # the first request's moment, within a request's time
-    first_half = limit // 2
-    if first_half < 1 or limit + first_half + 2 > profile.budgets.max_requests_per_rate_check:
-        pytest.skip(f"requests_per_minute {limit} does not fit this check's request budget")
-    early = [first, *(rate_request(api, profile) for _ in range(first_half - 1))]
-    time.sleep(max(0.0, started + WINDOW_SECONDS / 2 - time.time()))
-    later = [rate_request(api, profile) for _ in range(limit - first_half)]
-    statuses = [r.status_code for r in [*early, *later]]
-    if 429 in statuses:
-        raise SetupFailed(
-            f"setup: {limit} requests within a minute met a 429 before the limit "
-            f"(RATE-RPM-01 judges this): {statuses}"
-        )
-    return Spread(limit, first_half, started)
-
-
-def concurrent_submits(
-    clients: Sequence[ApiClient],
-    endpoint: Endpoint,
-    prompt: str,
-    profile: Profile,
-    recorder: Recorder,
-) -> list[int]:
-    """One burst for the concurrency check: a submit per client, all at once, once the
-    window has room for them; their statuses. The accepted ones are waited for, so the
-    next burst starts with nothing in flight."""
-    ACCOUNT.make_room(recorder, len(clients), profile)
-
-    def send(client: ApiClient) -> httpx.Response:
-        body = submit_body(endpoint, prompt)
-        return client.request("POST", IMAGES, role=ROLE, json=body, patient=False)
-
-    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
-        statuses = [r.status_code for r in pool.map(send, clients)]
-    accepted = sum(1 for status in statuses if 200 <= status < 300)
-    if accepted:
-        wait_finished(endpoint, accepted, profile)
-    return statuses
-
-
-#: Reads of credits used today after a generation ended: its refund may land just after
-#: the event, so the reading is repeated within the tolerance.
-REFUND_READS: Final = 3
-
-
-def credits_settled(
-    api: ApiClient, profile: Profile, settled: Callable[[int], bool], *, day: date
-) -> int:
-    """Credits used today, re-read (:data:`REFUND_READS` times within the tolerance) until
-    *settled* holds of the reading; the last reading. A UTC *day* (the one of the reading
-    it is compared with) that ended meanwhile is a set-up error: the count was reset at
-    00:00 UTC, so the readings cannot be compared."""
-    deadline = time.monotonic() + profile.timing.tolerance_seconds
-    used = credits_used_today(api, ROLE)
-    for _ in range(REFUND_READS - 1):
-        if settled(used) or time.monotonic() >= deadline:
-            break
-        time.sleep(profile.timing.tolerance_seconds / REFUND_READS)
-        used = credits_used_today(api, ROLE)
-    if datetime.now(UTC).date() != day:
-        raise SetupFailed("setup: 00:00 UTC passed between the readings of credits used today")
-    return used
+    chain.day_run = DayRun(per_day, tuple(statuses), refused)
+    return chain.day_run

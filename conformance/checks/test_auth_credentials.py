@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.checks.low_limit import CHAIN_ROLES
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_refused, describe
 from conformance.judge.operations import Operation, OperationPaths, operations
 from conformance.run.fixtures.labs import Labs
@@ -102,7 +103,7 @@ def _key_for(profile: Profile, op: Operation) -> str:
     primary = profile.key("primary")
     if op.scope is None or primary.has_scope(op.scope):
         return "primary"
-    holders = [k.role for k in profile.keys_with_scope(op.scope) if k.role != "low-limit"]
+    holders = [k.role for k in profile.keys_with_scope(op.scope) if k.role not in CHAIN_ROLES]
     if not holders:
         pytest.skip(f"needs a key with {op.scope}: add one to the profile")
     return holders[0]

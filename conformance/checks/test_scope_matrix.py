@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.checks.low_limit import CHAIN_ROLES
 from conformance.findings import fail
 from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
 from conformance.judge.operations import Operation, OperationPaths, operations
@@ -33,8 +34,8 @@ _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "agent:run": (("SCOPE-AGENT-01",), ("SCOPE-AGENT-01",)),
 }
 
-#: Roles whose budgets belong to other checks (rate limits, concurrency, credit cap).
-_NEVER = frozenset({"low-limit"})
+#: Roles whose budgets belong to other checks (the rate chains of ``low_limit.py``).
+_NEVER = CHAIN_ROLES
 #: Roles whose tier may refuse a model category (a 403 that is not about scopes).
 _NOT_INSIDE = frozenset({"restricted-models"})
 #: Operations whose request body the spec shows only in part ("The rest of the request

@@ -2,8 +2,8 @@
 "API key. No body. Response: the tier record"; §1: "Each account has a tier").
 
 The spec names no scope for the tier endpoint, and says a tier belongs to an account:
-both readings are interpretations. The ``low-limit`` key is never used here (its rate
-window belongs to test_rate_limits.py).
+both readings are interpretations. The keys of low tiers are never used here (their rate
+windows belong to the chains of ``low_limit.py``).
 """
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ from typing import Any, Final
 
 import pytest
 
+from conformance.checks.low_limit import CHAIN_ROLES
 from conformance.judge.asserts import describe
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import SetupFailed
 
 TIER_PATH: Final = "/v1/account/tier"
-#: Roles left out: the rate checks own low-limit's window; a revoked key is refused.
-_OWN_WINDOW: Final = frozenset({"low-limit"})
 
 
 def _tier(api: ApiClient, role: str) -> dict[str, Any]:
@@ -34,8 +33,9 @@ def _tier(api: ApiClient, role: str) -> dict[str, Any]:
 def test_tier_readable_with_every_active_key_whatever_its_scopes(
     api: ApiClient, profile: Profile
 ) -> None:
-    """Every active key of the profile may read the tier, whichever scopes it lacks."""
-    roles = [k.role for k in profile.keys.values() if not k.revoked and k.role not in _OWN_WINDOW]
+    """Every active key of the profile may read the tier, whichever scopes it lacks (the
+    keys the rate chains exhaust left out)."""
+    roles = [k.role for k in profile.keys.values() if not k.revoked and k.role not in CHAIN_ROLES]
     refused = {}
     for role in roles:
         response = api.request("GET", TIER_PATH, role=role)

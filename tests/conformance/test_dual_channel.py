@@ -1,16 +1,13 @@
 """The run-wide comparison of a result's two channels (GEN-CONSIST-01): final events are
-read off deliveries and logged per process, compared field by field with a read, and the
-check that compares them is scheduled after every other check, under xdist too."""
+read off deliveries and logged per process, compared field by field with a read (its
+scheduling after every other check, under xdist too: ``test_schedule.py``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import httpx
-import pytest
 
 from conformance.observe.events import (
     COMPLETED,
@@ -24,7 +21,6 @@ from conformance.observe.events import (
     read_final_events,
 )
 from conformance.observe.receiver import Delivery, Receiver
-from conformance.run.plugin.channels import LAST_MODULE, last_file_scheduling
 
 DONE = {
     "generation_id": "gen_1",
@@ -113,93 +109,3 @@ def test_receiver_hands_every_kept_delivery_to_its_observer(tmp_path: Path) -> N
             assert client.post(stray, content=body).status_code == 404
     assert log.logged == 2, "an exhausted attempt and a stray still carry the event"
     assert [e.generation_id for e in read_final_events(tmp_path)] == ["gen_1"]
-
-
-# -- the scheduler --------------------------------------------------------------------
-
-
-class _Node:
-    """A worker as xdist drives it: it runs a check only once it knows the next one or
-    that none follows (shut down)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.gateway = SimpleNamespace(id=name)
-        self.queue: list[int] = []
-        self.ran = 0
-        self.shutting_down = False
-
-    def send_runtest_some(self, indexes: list[int]) -> None:
-        self.queue.extend(indexes)
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-    def can_run(self) -> bool:
-        return self.ran < len(self.queue) and (self.ran + 1 < len(self.queue) or self.shutting_down)
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-def _config(workers: int) -> Any:
-    values = {"tx": [f"{workers}*popen"], "dist": "loadfile"}
-    return SimpleNamespace(
-        getvalue=values.__getitem__, option=SimpleNamespace(loadscopereorder=False)
-    )
-
-
-def _run(collection: list[str], workers: int, prefer: int) -> list[str]:
-    """Drive the scheduler to the end; the node ids in the order they completed. Node
-    *prefer* runs whenever it can (the others are slower)."""
-    scheduler = last_file_scheduling()(_config(workers))
-    nodes = [_Node(f"gw{i}") for i in range(workers)]
-    for node in nodes:
-        scheduler.add_node(node)
-    for node in nodes:
-        scheduler.add_node_collection(node, collection)
-    scheduler.schedule()
-    order: list[str] = []
-    for _ in range(10 * len(collection)):
-        ready = [n for n in nodes[prefer:] + nodes[:prefer] if n.can_run()]
-        if not ready:
-            break
-        node = ready[0]
-        index = node.queue[node.ran]
-        node.ran += 1
-        order.append(collection[index])
-        scheduler.mark_test_complete(node, index)
-    assert scheduler.tests_finished
-    return order
-
-
-LAST = f"checks/{LAST_MODULE}"
-COLLECTION = [
-    "checks/test_a.py::test_1",
-    "checks/test_a.py::test_2",
-    f"{LAST}::test_state",
-    f"{LAST}::test_run_wide",
-    "checks/test_b.py::test_1",
-    "checks/test_c.py::test_1",
-    "checks/test_c.py::test_2",
-    "checks/test_c.py::test_3",
-    "checks/test_d.py::test_1",
-]
-
-
-@pytest.mark.parametrize("workers", [1, 2, 3])
-@pytest.mark.parametrize("prefer", [0, 1])
-def test_scheduler_runs_the_last_module_after_every_other_check(workers: int, prefer: int) -> None:
-    order = _run(COLLECTION, workers, prefer % workers)
-    assert sorted(order) == sorted(COLLECTION), "every check runs once"
-    assert order[-2:] == [f"{LAST}::test_state", f"{LAST}::test_run_wide"]
-
-
-def test_scheduler_runs_the_last_module_alone() -> None:
-    only = [f"{LAST}::test_state", f"{LAST}::test_run_wide"]
-    assert _run(only, 2, 0) == only
-
-
-def test_scheduler_without_the_last_module_is_loadfile() -> None:
-    others = [nodeid for nodeid in COLLECTION if LAST not in nodeid]
-    assert sorted(_run(others, 2, 1)) == sorted(others)

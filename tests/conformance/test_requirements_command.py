@@ -18,7 +18,7 @@ def test_the_index_cites_only_catalog_ids() -> None:
     index = checks_by_requirement()
     assert index
     assert [rid for rid in index if rid not in catalog] == []
-    assert index["RATE-RPM-03"] == ("test_rate_limits.py::test_rate_limit_is_per_key",)
+    assert index["RATE-RPM-03"] == ("test_rate_minute.py::test_rate_limit_is_per_key",)
 
 
 def test_uncovered_counts_only_observable_service_musts() -> None:

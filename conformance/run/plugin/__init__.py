@@ -22,6 +22,8 @@ What it adds to pytest, one concern per module:
   cheapest first, those the budget does not reach reported as not run;
 * :mod:`.channels`: every process logs the final events its receiver gets, and the check
   that compares them with the reads (GEN-CONSIST-01) runs after every other;
+* :mod:`.schedule`: under pytest-xdist the long chains of checks start first, each on its
+  own worker, and the run-wide check runs last;
 * :mod:`.junit` and :mod:`.allure`: JUnit and Allure settled against the verdicts once
   the run is over (a warning is never a failure there either), Allure with the evidence.
 
@@ -38,7 +40,15 @@ from typing import Any
 import pytest
 
 from conformance.reports import ALLURE_DIR, JUNIT_NAME, ReportWriteError
-from conformance.run.plugin import budget, capabilities, ceiling, channels, citations, results
+from conformance.run.plugin import (
+    budget,
+    capabilities,
+    ceiling,
+    channels,
+    citations,
+    results,
+    schedule,
+)
 from conformance.run.plugin.allure import settle_allure
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.junit import settle_junit
@@ -47,12 +57,14 @@ from conformance.run.plugin.redaction import redact_artifacts
 from conformance.run.plugin.results import CHECK_RESULT_KEY, is_warning
 from conformance.run.plugin.run import RunHooks, reproduction
 from conformance.run.plugin.state import (
+    LEASES_DIR,
     RUN_KEY,
     WORKER_DEADLINE,
     WORKER_REPORT_DIR,
     RunState,
     resolve,
     run_state,
+    scratch_folder,
 )
 
 __all__ = [
@@ -86,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = resolve(config)
     config.stash[RUN_KEY] = state
     channels.reset_events(config)
+    scratch_folder(config, LEASES_DIR)
     if state.only:
         unknown_only = state.catalog.unknown(state.only)
         if unknown_only:
@@ -153,8 +166,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist (controller): ``--dist loadfile`` runs the run-wide check last."""
-    return channels.scheduler(config, log)
+    """pytest-xdist (controller): ``--dist loadfile`` starts the chains first and runs the
+    run-wide check last (:mod:`.schedule`)."""
+    return schedule.scheduler(config, log)
 
 
 @pytest.hookimpl(optionalhook=True)

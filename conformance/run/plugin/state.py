@@ -11,6 +11,7 @@ worker, else a fresh ``reports/<UTC timestamp>/``.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,10 +24,12 @@ from conformance.catalog import Catalog, load_catalog
 from conformance.reports import new_report_dir
 from conformance.secrets import Redactor
 from conformance.target.budget import RunBudget
+from conformance.target.leases import Leases
 from conformance.target.profile import Profile, ProfileError, load_profile
 from conformance.verdicts import CheckResult, RunVerdicts
 
 __all__ = [
+    "LEASES_DIR",
     "RUN_KEY",
     "WORKER_DEADLINE",
     "WORKER_REPORT_DIR",
@@ -35,6 +38,7 @@ __all__ = [
     "profile_path",
     "resolve",
     "run_state",
+    "scratch_folder",
 ]
 
 #: The xdist worker input that carries the controller's report folder.
@@ -43,6 +47,8 @@ WORKER_REPORT_DIR = "genapi_report_dir"
 BUDGET_FILE = ".budget-requests"
 #: The xdist worker input that carries the run's deadline (see :mod:`.ceiling`).
 WORKER_DEADLINE = "genapi_deadline"
+#: The folder of the run's leases in its report folder (:mod:`conformance.target.leases`).
+LEASES_DIR = ".leases"
 
 
 @dataclass
@@ -78,6 +84,11 @@ class RunState:
     write_problems: list[str] = field(default_factory=list)
 
     @property
+    def leases(self) -> Leases:
+        """The run's leases, shared by its processes through the report folder."""
+        return Leases(self.report_dir / LEASES_DIR)
+
+    @property
     def catalog(self) -> Catalog:
         """The requirements catalog (loaded on first use: ordinary tests never need it)."""
         return load_catalog()
@@ -111,6 +122,17 @@ def profile_path(config: pytest.Config) -> Path | None:
 def run_state(config: pytest.Config) -> RunState:
     """The run's state (the plugin sets it before any fixture or collection runs)."""
     return config.stash[RUN_KEY]
+
+
+def scratch_folder(config: pytest.Config, name: str) -> Path:
+    """The report folder's *name*: a folder the run's processes share while it runs and
+    that no report needs. The controller (or the one process) empties it as the run
+    starts (a reused report folder keeps an earlier run's) and removes it at the end."""
+    folder = run_state(config).report_dir / name
+    if not run_state(config).is_worker:
+        shutil.rmtree(folder, ignore_errors=True)
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    return folder
 
 
 def resolve(config: pytest.Config) -> RunState:
