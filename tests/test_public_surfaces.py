@@ -22,7 +22,8 @@ SURFACES = {
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
     "conformance.load": (
-        "HEADERS MAX_RECORDS WINDOW_S LoadJudgement Record judge_load max_served_in_window"
+        "CHUNK_RECORDS HEADERS MAX_RECORDS RECORDS_WAIT_S WINDOW_S LoadJudgement Record "
+        "judge_load max_served_in_window"
     ),
     "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (

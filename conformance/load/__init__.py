@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 __all__ = [
+    "CHUNK_RECORDS",
     "HEADERS",
     "MAX_RECORDS",
+    "RECORDS_WAIT_S",
     "WINDOW_S",
     "LoadJudgement",
     "Record",
@@ -37,8 +39,13 @@ __all__ = [
 
 #: The rolling window of spec §8's "Requests per minute".
 WINDOW_S = 60.0
-#: Bound on the records one worker keeps (a few MB of JSON).
+#: Bound on the records one worker keeps (a few MB of JSON), and on those the master
+#: accepts from one worker.
 MAX_RECORDS = 200_000
+#: Records per message from a worker to the master (a few hundred kB of msgpack).
+CHUNK_RECORDS = 2_000
+#: How long the master waits, once the workers stopped, for every worker's last records.
+RECORDS_WAIT_S = 30.0
 #: The headers recorded from each answer, in :class:`Record` order.
 HEADERS = ("Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 

@@ -3,7 +3,8 @@
 The judgement is pure (records in, verdicts out) and tested on made-up records; real runs
 with Locust's master and local workers against the embedded reference (one process, and
 two processes over one store with four Locust workers) show the limit verified and the
-fault that ignores it caught.
+fault that ignores it caught. Workers started on their own
+(``--master-host``) are in ``test_load_remote.py``.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ def test_the_limit_holds_across_reference_processes(tmp_path: Path) -> None:
     assert verdicts["RATE-HDR-04"] == "pass", out
     # The default other key is the low-limit account's second key: never throttled.
     assert verdicts["RATE-RPM-03"] == "pass", out
+    assert "requests from 4 workers" in out
 
 
 def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:
