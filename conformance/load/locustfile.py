@@ -2,10 +2,11 @@
 
 Configured through the environment (set by :mod:`conformance.run.commands.load`, on each
 machine from that machine's own profile, so no key travels over Locust's channel): the
-base URL, the request sent, the limited key and another key. ``LimitedKey`` users send
-back to back; one ``OtherKey`` user sends at a low, steady rate. Every answer is recorded
-(role, sent and received wall-clock times, status, rate-limit headers) in the worker
-process.
+base URL, the request sent, the limited key, another key and, optionally, a key whose
+tier has a small daily limit. ``LimitedKey`` users send back to back, and so does one
+``DailyKey`` user on every worker when there is such a key; one ``OtherKey`` user sends
+at a low, steady rate. Every answer is recorded (role, sent and received wall-clock
+times, status, rate-limit headers) in the worker process.
 
 The records reach the master over Locust's own channel, so a worker on another machine
 is no different from a local one: when the master stops the test, each worker sends its
@@ -14,9 +15,9 @@ worker's plan (a digest of what it was told to send, which the command compares 
 own). The master stops the test itself after ``GENAPI_LOAD_DURATION`` seconds, with a
 message of its own (Locust's ``--run-time`` quits without stopping the workers first, and
 its stop forgets the workers until they report ready again, so its quit would reach
-none), waits a bounded time for every worker's last message and writes what arrived to ``GENAPI_LOAD_OUT``, a file on the
-master's machine, for the command to judge. Locust's own failure accounting is not used:
-a 429 is what is being measured, not an error.
+none), waits a bounded time for every worker's last message and writes what arrived to
+``GENAPI_LOAD_OUT``, a file on the master's machine, for the command to judge. Locust's
+own failure accounting is not used: a 429 is what is being measured, not an error.
 """
 
 from __future__ import annotations
@@ -91,6 +92,21 @@ class OtherKey(_Keyed):
     secret = _ENV.get("GENAPI_LOAD_OTHER_KEY", "")
 
 
+class DailyKey(_Keyed):
+    """The key of a small requests_per_day: one user on every worker, started by the
+    worker itself (abstract, so the master never dispatches it: its dispatch gives a
+    class of N fixed users to some workers twice and to others not at all)."""
+
+    abstract = True
+    wait_time = constant(0)
+    role = "daily"
+    secret = _ENV.get("GENAPI_LOAD_DAILY_KEY", "")
+
+
+#: The worker's own daily user, while it runs.
+_daily: list[DailyKey] = []
+
+
 @events.init.add_listener  # type: ignore[untyped-decorator]
 def _on_init(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
@@ -100,12 +116,19 @@ def _on_init(environment: Any, **_: Any) -> None:
 
 
 def _stop_worker(environment: Any, **_: Any) -> None:
+    for user in _daily:
+        user.stop(force=True)
+    _daily.clear()
     environment.runner.stop()  # fires test_stop: the records go to the master
 
 
 @events.test_start.add_listener  # type: ignore[untyped-decorator]
 def _on_start(environment: Any, **_: Any) -> None:
     runner = environment.runner
+    if isinstance(runner, WorkerRunner) and DailyKey.secret and not _daily:
+        # A group of its own: Locust counts the users of its group by dispatched class.
+        _daily.append(DailyKey(environment))
+        _daily[0].start(type(runner.user_greenlets)())
     if isinstance(runner, MasterRunner):
         _collected["expected"] = [node.id for node in runner.clients.all]
         # Locust patches threading into greenlets: the timer runs beside the master's own

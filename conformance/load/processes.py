@@ -202,7 +202,7 @@ def _collected(data: dict[str, Any], env: Mapping[str, str]) -> Collected:
             records,
             len(expected),
             problem=f"{len(other)} workers were started with other roles or another request "
-            "than the master (give each worker the master's --key, --other-key and "
-            "--path)",
+            "than the master (give each worker the master's --key, --other-key, --daily-key "
+            "and --path)",
         )
     return Collected(records, len(expected))

@@ -60,8 +60,8 @@ def _ended(worker: subprocess.Popen[str]) -> tuple[int, str]:
     return worker.returncode, out
 
 
-#: The low-limit key: 20 a minute, reached whatever the machine's speed.
-ROLES = ("--key", "low-limit")
+#: The low-limit key (20 a minute: reached whatever the machine's speed) and the daily key.
+ROLES = ("--key", "low-limit", "--daily-key", "low-daily")
 
 
 def test_records_of_workers_started_on_their_own_reach_the_master(
@@ -81,6 +81,7 @@ def test_records_of_workers_started_on_their_own_reach_the_master(
     verdicts = {r["id"]: r["verdict"] for r in results["requirements"]}
     judged = ("RATE-RPM-02", "RATE-HDR-01", "RATE-HDR-03", "RATE-HDR-04", "RATE-RPM-03")
     assert {verdicts[i] for i in judged} == {"pass"}, master.stdout
+    assert verdicts["RATE-RPD-01"] == "pass", master.stdout
 
 
 def test_a_master_whose_workers_never_come_is_a_usage_error(profile: str, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ local worker processes (``locustfile.py`` of :mod:`conformance.load`), all of th
 bounded in time (``--duration``, then a grace period, then killed), runs one key of the
 profile past its ``requests_per_minute`` (read from GET /v1/account/tier, spec §8) while
 another key sends a little, and judges the answers (:func:`conformance.load.judge_load`)
-into the catalog's ids, written as a run's reports.
+into the catalog's ids, written as a run's reports. With ``--daily-key ROLE`` a key whose
+tier has a small requests_per_day is burst from every worker too (RATE-RPD-01).
 
 Workers on other machines: the master waits (bounded) for ``--expect-workers`` remote
 workers, each started with ``genapi-conformance load --master-host HOST``, which runs a
@@ -39,7 +40,7 @@ import httpx
 import conformance
 import genapi_spec
 from conformance.catalog import load_catalog
-from conformance.load import LoadJudgement, Record, judge_load
+from conformance.load import LoadJudgement, Record, judge_daily, judge_load
 from conformance.load.processes import (
     MAX_DURATION_S,
     MAX_WORKERS,
@@ -90,6 +91,13 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "profile has it, else primary)",
     )
     parser.add_argument(
+        "--daily-key",
+        metavar="ROLE",
+        help="also burst this key, whose tier has a small requests_per_day, from every worker "
+        "and judge its daily limit (RATE-RPD-01; spends the key's day: the profile's "
+        "[budgets] destructive must allow it)",
+    )
+    parser.add_argument(
         "--workers", type=int, default=2, metavar="N", help="local Locust workers (0..64)"
     )
     parser.add_argument(
@@ -111,7 +119,7 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         "--master-host",
         metavar="HOST",
         help="run only a Locust worker for the master on HOST (no judging; needs --profile "
-        "and the master's --key, --other-key and --path)",
+        "and the master's --key, --other-key, --daily-key and --path)",
     )
     parser.add_argument(
         "--master-port",
@@ -252,10 +260,23 @@ def _tier(profile: Profile, role: str) -> dict[str, Any]:
 
 def _load(options: argparse.Namespace, profile: Profile) -> int:
     limited, other = profile.key(options.key), profile.key(_other_role(options, profile))
+    if options.daily_key is not None and not profile.budgets.destructive:
+        print(
+            "genapi-conformance: --daily-key spends the key's day: the profile's [budgets] "
+            "destructive = false forbids it",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     env = _locust_env(options, profile)  # every role resolved before any load is sent
     started = datetime.now(UTC)
     try:
         rpm = int(_tier(profile, options.key)["requests_per_minute"])
+        daily = _tier(profile, options.daily_key) if options.daily_key else None
+        day_limits = (
+            (int(daily["requests_per_day"]), int(daily["requests_per_minute"]))
+            if daily is not None
+            else None
+        )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
         print(f"genapi-conformance: no tier record: {error}", file=sys.stderr)
         return EXIT_HARNESS
@@ -275,6 +296,8 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
         return EXIT_HARNESS
     records = collected.records
     judgements = judge_load(records, rpm, same_account=limited.account == other.account)
+    if day_limits is not None:
+        judgements.append(judge_daily(records, *day_limits))
     _report(options, profile, started, judgements)
     _summary(records, judgements, rpm, collected.workers)
     failed = any(j.outcome == "failed" for j in judgements)
@@ -301,6 +324,7 @@ def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]
     roles = {
         "key": options.key,
         "other": _other_role(options, profile),
+        "daily": options.daily_key or "",
     }
     env = {
         **os.environ,
@@ -310,6 +334,8 @@ def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]
         "GENAPI_LOAD_OTHER_KEY": profile.key(roles["other"]).key.reveal(),
         "GENAPI_LOAD_PLAN": plan_digest(roles | request),
     }
+    if options.daily_key:
+        env["GENAPI_LOAD_DAILY_KEY"] = profile.key(options.daily_key).key.reveal()
     return env
 
 
@@ -389,5 +415,9 @@ def _summary(
             f"({rate * 60:.0f} a minute; the key's limit {rpm} a minute); "
             f"{sum(r.status == 429 for r in limited)} of the key's {len(limited)} answered 429"
         )
+        daily = [r for r in records if r.role == "daily"]
+        if daily:
+            served = sum(r.status not in (0, 429) for r in daily)
+            print(f"the daily key: {len(daily)} requests, {served} answered other than 429")
     for j in judgements:
         print(f"{j.outcome.upper():7} {j.requirement_id}: {j.message}")
