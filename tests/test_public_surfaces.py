@@ -31,6 +31,7 @@ SURFACES = {
         "new_report_dir prepare_report_dir redact_tree render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
+    "conformance.run.commands.load": "EXIT_HARNESS locust_request main register",
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (
         "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from conformance.load import Record, judge_daily, judge_load, max_served_in_window
+from conformance.run.commands.load import locust_request
+from conformance.target.profile import parse_profile
 
 RPM = 5
 
@@ -220,16 +222,13 @@ def test_the_load_sends_the_profiles_rate_request() -> None:
     """A deployment that counts only submits toward its minute ([rate] request =
     "submits") is driven with submits refused for their callback URL, not with reads it
     never limits; a --path asks for GETs of that path."""
-    from conformance.run.commands.load import _request_env
-    from conformance.target.profile import parse_profile
-
     text = 'base_url = "http://127.0.0.1:9"\n[keys.primary]\nkey = "gk_load_canary_0123456789"\n'
-    reads = _request_env(parse_profile(text, env={}), None)
+    reads = locust_request(parse_profile(text, env={}), None)
     assert reads == {"GENAPI_LOAD_METHOD": "GET", "GENAPI_LOAD_PATH": "/v1/account/tier"}
-    submits = _request_env(parse_profile(text + '[rate]\nrequest = "submits"\n', env={}), None)
+    submits = locust_request(parse_profile(text + '[rate]\nrequest = "submits"\n', env={}), None)
     assert submits["GENAPI_LOAD_METHOD"] == "POST"
     assert submits["GENAPI_LOAD_PATH"] == "/v1/images/generate"
     assert json.loads(submits["GENAPI_LOAD_BODY"])["callback_url"].startswith("ftp://")
-    assert _request_env(parse_profile(text, env={}), "/v1/webhooks")["GENAPI_LOAD_PATH"] == (
+    assert locust_request(parse_profile(text, env={}), "/v1/webhooks")["GENAPI_LOAD_PATH"] == (
         "/v1/webhooks"
     )

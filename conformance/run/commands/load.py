@@ -63,7 +63,7 @@ from conformance.target.profile import Profile, ProfileError, load_profile
 from conformance.target.setup import TIER_PATH, rate_request_of
 from conformance.verdicts import CheckResult, Outcome, judge
 
-__all__ = ["EXIT_HARNESS", "main", "register"]
+__all__ = ["EXIT_HARNESS", "locust_request", "main", "register"]
 
 EXIT_HARNESS = 3
 HTTP_TIMEOUT_S = 10.0
@@ -320,7 +320,7 @@ def _master(options: argparse.Namespace) -> Master:
 def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]:
     """What the Locust users of this machine send, with which keys (from this machine's
     profile), and the plan's digest that the master compares across its workers."""
-    request = _request_env(profile, options.path)
+    request = locust_request(profile, options.path)
     roles = {
         "key": options.key,
         "other": _other_role(options, profile),
@@ -356,9 +356,10 @@ def _free_port() -> int:
         return port
 
 
-def _request_env(profile: Profile, path: str | None) -> dict[str, str]:
-    """The request the Locust users send: GET *path* when given, else the profile's rate
-    request (a deployment that counts only submits is driven with submits)."""
+def locust_request(profile: Profile, path: str | None) -> dict[str, str]:
+    """The request the Locust users send, as their environment: GET *path* when given,
+    else the profile's rate request (a deployment that counts only submits is driven with
+    submits)."""
     if path is not None:
         return {"GENAPI_LOAD_METHOD": "GET", "GENAPI_LOAD_PATH": path}
     rate = rate_request_of(profile)
