@@ -142,10 +142,11 @@ def _on_start(environment: Any, **_: Any) -> None:
 def _receive(environment: Any, msg: Any) -> None:
     """A worker's chunk of records (the master's side); bounded per worker like its own."""
     worker = _collected["workers"].setdefault(
-        msg.node_id, {"count": 0, "plan": None, "complete": False}
+        msg.node_id, {"count": 0, "plan": None, "complete": False, "roles": []}
     )
     rows = msg.data.get("rows", [])[: max(0, MAX_RECORDS - worker["count"])]
     worker["count"] += len(rows)
+    worker["roles"] = sorted(set(worker["roles"]) | {row[0] for row in rows})
     _collected["records"] += rows
     if msg.data.get("last"):
         worker["plan"] = msg.data.get("plan")

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -86,6 +87,8 @@ class Collected:
     workers: int  # the workers whose records all arrived
     problem: str | None = None  # a harness error: nothing is judged
     workers_missing: str | None = None  # the workers expected never all connected
+    #: Per role of key, how many workers sent records of it.
+    workers_by_role: dict[str, int] = field(default_factory=dict)
 
 
 def run_master(master: Master, env: Mapping[str, str]) -> Collected:
@@ -205,4 +208,5 @@ def _collected(data: dict[str, Any], env: Mapping[str, str]) -> Collected:
             "than the master (give each worker the master's --key, --other-key, --daily-key "
             "and --path)",
         )
-    return Collected(records, len(expected))
+    roles = Counter(role for worker in workers.values() for role in worker.get("roles", []))
+    return Collected(records, len(expected), workers_by_role=dict(roles))

@@ -192,6 +192,7 @@ def test_the_limits_hold_across_reference_processes(tmp_path: Path) -> None:
     # The day's count is kept in the store both processes share.
     assert verdicts["RATE-RPD-01"] == "pass", out
     assert "requests from 4 workers" in out
+    assert "the daily key: " in out and " requests from 4 workers, " in out, out
 
 
 def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:

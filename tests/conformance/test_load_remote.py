@@ -82,6 +82,7 @@ def test_records_of_workers_started_on_their_own_reach_the_master(
     judged = ("RATE-RPM-02", "RATE-HDR-01", "RATE-HDR-03", "RATE-HDR-04", "RATE-RPM-03")
     assert {verdicts[i] for i in judged} == {"pass"}, master.stdout
     assert verdicts["RATE-RPD-01"] == "pass", master.stdout
+    assert " requests from 2 workers, " in master.stdout, master.stdout  # the daily key's
 
 
 def test_a_master_whose_workers_never_come_is_a_usage_error(profile: str, tmp_path: Path) -> None:

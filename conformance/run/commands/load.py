@@ -44,6 +44,7 @@ from conformance.load import LoadJudgement, Record, judge_daily, judge_load
 from conformance.load.processes import (
     MAX_DURATION_S,
     MAX_WORKERS,
+    Collected,
     Master,
     plan_digest,
     run_master,
@@ -299,7 +300,7 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
     if day_limits is not None:
         judgements.append(judge_daily(records, *day_limits))
     _report(options, profile, started, judgements)
-    _summary(records, judgements, rpm, collected.workers)
+    _summary(records, judgements, rpm, collected)
     failed = any(j.outcome == "failed" for j in judgements)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -404,14 +405,14 @@ def _report(
 
 
 def _summary(
-    records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int, workers: int
+    records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int, collected: Collected
 ) -> None:
     if records:
         span = max(r.received for r in records) - min(r.sent for r in records)
         rate = len(records) / span if span > 0 else 0.0
         limited = [r for r in records if r.role == "limited"]
         print(
-            f"{len(records)} requests from {workers} workers in {span:.1f} s: "
+            f"{len(records)} requests from {collected.workers} workers in {span:.1f} s: "
             f"{rate:.0f} requests/s "
             f"({rate * 60:.0f} a minute; the key's limit {rpm} a minute); "
             f"{sum(r.status == 429 for r in limited)} of the key's {len(limited)} answered 429"
@@ -419,6 +420,10 @@ def _summary(
         daily = [r for r in records if r.role == "daily"]
         if daily:
             served = sum(r.status not in (0, 429) for r in daily)
-            print(f"the daily key: {len(daily)} requests, {served} answered other than 429")
+            print(
+                f"the daily key: {len(daily)} requests from "
+                f"{collected.workers_by_role.get('daily', 0)} workers, {served} answered "
+                "other than 429"
+            )
     for j in judgements:
         print(f"{j.outcome.upper():7} {j.requirement_id}: {j.message}")
