@@ -221,21 +221,14 @@ def judge_daily(
     """RATE-RPD-01 from the records of the ``daily`` role: "the request after
     requests_per_day requests within a calendar day (UTC) is answered 429", so no more than
     ``requests_per_day`` answered other than 429 in one UTC day. A request counts in a day
-    when sent and answered within it (the client's clock, as for the minute). Only a tier
-    whose minute allows more than its day can show the day's limit: below that the minute
-    refuses first, and nothing is judged."""
+    when sent and answered within it (the client's clock, as for the minute). More served
+    fails whatever the tier's minute; a pass needs a tier whose minute allows more than its
+    day (else the minute refuses first, and the 429s seen prove nothing of the day)."""
     daily = [r for r in records if r.role == "daily"]
     served = [r for r in daily if r.status not in (0, 429)]
     refused = sum(r.status == 429 for r in daily)
     per_day = Counter(_utc_day(r.sent) for r in served if _utc_day(r.sent) == _utc_day(r.received))
     day, most = per_day.most_common(1)[0] if per_day else ("-", 0)
-    if requests_per_minute <= requests_per_day:
-        return LoadJudgement(
-            "RATE-RPD-01",
-            "skipped",
-            f"the daily key's requests_per_minute ({requests_per_minute}) would refuse before "
-            f"its requests_per_day ({requests_per_day}): no daily 429 to tell apart",
-        )
     if most > requests_per_day:
         return LoadJudgement(
             "RATE-RPD-01",
@@ -243,6 +236,13 @@ def judge_daily(
             f"{most} requests of the daily key were answered other than 429 within the UTC "
             f"day {day}, over its requests_per_day of {requests_per_day} ({len(daily)} sent, "
             f"{refused} answered 429; counting only requests sent and answered within the day)",
+        )
+    if requests_per_minute <= requests_per_day:
+        return LoadJudgement(
+            "RATE-RPD-01",
+            "skipped",
+            f"the daily key's requests_per_minute ({requests_per_minute}) would refuse before "
+            f"its requests_per_day ({requests_per_day}): no daily 429 to tell apart",
         )
     if not refused:
         return LoadJudgement(

@@ -136,6 +136,9 @@ def test_a_request_across_midnight_counts_in_neither_day() -> None:
 
 def test_the_day_is_not_judged_where_the_minute_refuses_first_or_nothing_was_refused() -> None:
     assert judge_daily([_daily(NOON), _daily(NOON + 1, 429)], 30, 20).outcome == "skipped"
+    # More served than the day allows fails, whatever the minute.
+    records = [_daily(NOON + 60 * t) for t in range(PER_DAY + 1)]
+    assert judge_daily(records, PER_DAY, 1).outcome == "failed"
     assert judge_daily([_daily(NOON)], PER_DAY, PER_MINUTE).outcome == "skipped"
     # Other roles' records are not the daily key's.
     assert judge_daily([_record(NOON + t) for t in range(9)], PER_DAY, PER_MINUTE).outcome == (
