@@ -22,7 +22,8 @@ SURFACES = {
         "Canary CanaryHit CanaryView Delivery DeliveryTimeout Endpoint Receiver ReceiverError Reply"
     ),
     "conformance.load": (
-        "HEADERS MAX_RECORDS WINDOW_S LoadJudgement Record judge_load max_served_in_window"
+        "CHUNK_RECORDS HEADERS MAX_RECORDS RECORDS_WAIT_S WINDOW_S LoadJudgement Record "
+        "judge_daily judge_load max_served_in_window"
     ),
     "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (
@@ -30,6 +31,7 @@ SURFACES = {
         "new_report_dir prepare_report_dir redact_tree render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
+    "conformance.run.commands.load": "EXIT_HARNESS locust_request main register",
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (
         "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"

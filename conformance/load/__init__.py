@@ -16,29 +16,42 @@ it can judge, asking no more than each requirement states:
   rate-limit 429), across every replica that answered.
 * RATE-RPM-03: the other key, when it is of the same account, is never answered 429 while
   the limited key is being refused.
+* RATE-RPD-01 (:func:`judge_daily`): no more than ``requests_per_day`` requests of a key are
+  answered other than 429 within one calendar day (UTC), a request counting in a day when
+  sent and answered within it.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 __all__ = [
+    "CHUNK_RECORDS",
     "HEADERS",
     "MAX_RECORDS",
+    "RECORDS_WAIT_S",
     "WINDOW_S",
     "LoadJudgement",
     "Record",
+    "judge_daily",
     "judge_load",
     "max_served_in_window",
 ]
 
 #: The rolling window of spec §8's "Requests per minute".
 WINDOW_S = 60.0
-#: Bound on the records one worker keeps (a few MB of JSON).
+#: Bound on the records one worker keeps (a few MB of JSON), and on those the master
+#: accepts from one worker.
 MAX_RECORDS = 200_000
+#: Records per message from a worker to the master (a few hundred kB of msgpack).
+CHUNK_RECORDS = 2_000
+#: How long the master waits, once the workers stopped, for every worker's last records.
+RECORDS_WAIT_S = 30.0
 #: The headers recorded from each answer, in :class:`Record` order.
 HEADERS = ("Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 
@@ -195,4 +208,53 @@ def _rpm_03(
         "RATE-RPM-03",
         "passed",
         f"the other key was served {len(other)} times while the limited key was refused",
+    )
+
+
+def _utc_day(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).date().isoformat()
+
+
+def judge_daily(
+    records: Sequence[Record], requests_per_day: int, requests_per_minute: int
+) -> LoadJudgement:
+    """RATE-RPD-01 from the records of the ``daily`` role: "the request after
+    requests_per_day requests within a calendar day (UTC) is answered 429", so no more than
+    ``requests_per_day`` answered other than 429 in one UTC day. A request counts in a day
+    when sent and answered within it (the client's clock, as for the minute). More served
+    fails whatever the tier's minute; a pass needs a tier whose minute allows more than its
+    day (else the minute refuses first, and the 429s seen prove nothing of the day)."""
+    daily = [r for r in records if r.role == "daily"]
+    served = [r for r in daily if r.status not in (0, 429)]
+    refused = sum(r.status == 429 for r in daily)
+    per_day = Counter(_utc_day(r.sent) for r in served if _utc_day(r.sent) == _utc_day(r.received))
+    day, most = per_day.most_common(1)[0] if per_day else ("-", 0)
+    if most > requests_per_day:
+        return LoadJudgement(
+            "RATE-RPD-01",
+            "failed",
+            f"{most} requests of the daily key were answered other than 429 within the UTC "
+            f"day {day}, over its requests_per_day of {requests_per_day} ({len(daily)} sent, "
+            f"{refused} answered 429; counting only requests sent and answered within the day)",
+        )
+    if requests_per_minute <= requests_per_day:
+        return LoadJudgement(
+            "RATE-RPD-01",
+            "skipped",
+            f"the daily key's requests_per_minute ({requests_per_minute}) would refuse before "
+            f"its requests_per_day ({requests_per_day}): no daily 429 to tell apart",
+        )
+    if not refused:
+        return LoadJudgement(
+            "RATE-RPD-01",
+            "skipped",
+            f"the daily key was never answered 429: {len(daily)} requests sent, at most "
+            f"{most} served in a UTC day (requests_per_day {requests_per_day})",
+        )
+    return LoadJudgement(
+        "RATE-RPD-01",
+        "passed",
+        f"at most {most} requests of the daily key answered other than 429 within a UTC day "
+        f"(requests_per_day {requests_per_day}; a day already partly spent allows fewer); "
+        f"{refused} of {len(daily)} answered 429",
     )

@@ -1,31 +1,50 @@
 """The Locust users of ``genapi-conformance load`` (run by Locust's master and workers).
 
-Configured through the environment (set by :mod:`conformance.run.commands.load`): the
-base URL, the path requested, the limited key and another key. ``LimitedKey`` users
-send back to back; one ``OtherKey`` user sends at a low, steady rate. Every answer is
-recorded (role, sent and received wall-clock times, status, rate-limit headers) in this
-worker process and written to ``<out dir>/worker-<pid>.json`` when the test stops, for
-the command to judge. Locust's own failure accounting is not used: a 429 is what is being
-measured, not an error.
+Configured through the environment (set by :mod:`conformance.run.commands.load`, on each
+machine from that machine's own profile, so no key travels over Locust's channel): the
+base URL, the request sent, the limited key, another key and, optionally, a key whose
+tier has a small daily limit. ``LimitedKey`` users send back to back, and so does one
+``DailyKey`` user on every worker when there is such a key; one ``OtherKey`` user sends
+at a low, steady rate. Every answer is recorded (role, sent and received wall-clock
+times, status, rate-limit headers) in the worker process.
+
+The records reach the master over Locust's own channel, so a worker on another machine
+is no different from a local one: when the master stops the test, each worker sends its
+records in messages of at most ``CHUNK_RECORDS``, the last one marked and carrying the
+worker's plan (a digest of what it was told to send, which the command compares with its
+own). The master stops the test itself after ``GENAPI_LOAD_DURATION`` seconds, with a
+message of its own (Locust's ``--run-time`` quits without stopping the workers first, and
+its stop forgets the workers until they report ready again, so its quit would reach
+none), waits a bounded time for every worker's last message and writes what arrived to
+``GENAPI_LOAD_OUT``, a file on the master's machine, for the command to judge. Locust's
+own failure accounting is not used: a 429 is what is being measured, not an error.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from locust import FastHttpUser, constant, constant_throughput, events, task
-from locust.runners import MasterRunner
+from locust.runners import MasterRunner, WorkerRunner
 
-from conformance.load import HEADERS, MAX_RECORDS, Record
+from conformance.load import CHUNK_RECORDS, HEADERS, MAX_RECORDS, RECORDS_WAIT_S, Record
 
 _ENV = os.environ
 _records: list[Record] = []
 #: The JSON body of the request (the profile's rate request), if it has one.
 _BODY: Any = json.loads(_ENV["GENAPI_LOAD_BODY"]) if _ENV.get("GENAPI_LOAD_BODY") else None
+#: The custom message that carries records from a worker to the master.
+RECORDS_MESSAGE = "genapi_records"
+#: The custom message by which the master asks its workers to stop and send their records.
+STOP_MESSAGE = "genapi_stop"
+#: What the master collected: the workers it started with, and per worker its records
+#: count, its plan and whether its last message came.
+_collected: dict[str, Any] = {"expected": [], "workers": {}, "records": []}
 
 
 class _Keyed(FastHttpUser):
@@ -73,9 +92,95 @@ class OtherKey(_Keyed):
     secret = _ENV.get("GENAPI_LOAD_OTHER_KEY", "")
 
 
-@events.test_stop.add_listener  # type: ignore[untyped-decorator]
-def _write_records(environment: Any, **_: Any) -> None:
+class DailyKey(_Keyed):
+    """The key of a small requests_per_day: one user on every worker, started by the
+    worker itself (abstract, so the master never dispatches it: its dispatch gives a
+    class of N fixed users to some workers twice and to others not at all)."""
+
+    abstract = True
+    wait_time = constant(0)
+    role = "daily"
+    secret = _ENV.get("GENAPI_LOAD_DAILY_KEY", "")
+
+
+#: The worker's own daily user, while it runs.
+_daily: list[DailyKey] = []
+
+
+@events.init.add_listener  # type: ignore[untyped-decorator]
+def _on_init(environment: Any, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
+        environment.runner.register_message(RECORDS_MESSAGE, _receive)
+    elif isinstance(environment.runner, WorkerRunner):
+        environment.runner.register_message(STOP_MESSAGE, _stop_worker)
+
+
+def _stop_worker(environment: Any, **_: Any) -> None:
+    for user in _daily:
+        user.stop(force=True)
+    _daily.clear()
+    environment.runner.stop()  # fires test_stop: the records go to the master
+
+
+@events.test_start.add_listener  # type: ignore[untyped-decorator]
+def _on_start(environment: Any, **_: Any) -> None:
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner) and DailyKey.secret and not _daily:
+        # A group of its own: Locust counts the users of its group by dispatched class.
+        _daily.append(DailyKey(environment))
+        _daily[0].start(type(runner.user_greenlets)())
+    if isinstance(runner, MasterRunner):
+        _collected["expected"] = [node.id for node in runner.clients.all]
+        # Locust patches threading into greenlets: the timer runs beside the master's own
+        # (which its quit kills) and its sleeps yield to the messages coming in.
+        duration = float(_ENV.get("GENAPI_LOAD_DURATION", "20"))
+        timer = threading.Timer(duration, _finish, args=(environment,))
+        timer.daemon = True
+        timer.start()
+
+
+def _receive(environment: Any, msg: Any) -> None:
+    """A worker's chunk of records (the master's side); bounded per worker like its own."""
+    worker = _collected["workers"].setdefault(
+        msg.node_id, {"count": 0, "plan": None, "complete": False, "roles": []}
+    )
+    rows = msg.data.get("rows", [])[: max(0, MAX_RECORDS - worker["count"])]
+    worker["count"] += len(rows)
+    worker["roles"] = sorted(set(worker["roles"]) | {row[0] for row in rows})
+    _collected["records"] += rows
+    if msg.data.get("last"):
+        worker["plan"] = msg.data.get("plan")
+        worker["complete"] = True
+
+
+def _finish(environment: Any) -> None:
+    """Stop the workers, wait (bounded) for all their records, write them, quit.
+
+    Not Locust's own stop: a master forgets the workers it stopped until they report
+    ready again, seconds later, and its quit then reaches none of them."""
+    runner = environment.runner
+    runner.send_message(STOP_MESSAGE)
+    deadline = time.monotonic() + RECORDS_WAIT_S
+    while time.monotonic() < deadline and not all(
+        _collected["workers"].get(node, {}).get("complete") for node in _collected["expected"]
+    ):
+        time.sleep(0.1)  # patched by Locust: yields to the messages
+    Path(_ENV["GENAPI_LOAD_OUT"]).write_text(json.dumps(_collected), encoding="utf-8")
+    runner.quit()
+
+
+@events.test_stop.add_listener  # type: ignore[untyped-decorator]
+def _send_records(environment: Any, **_: Any) -> None:
+    if not isinstance(environment.runner, WorkerRunner):
         return
-    out = Path(_ENV["GENAPI_LOAD_OUT"]) / f"worker-{os.getpid()}.json"
-    out.write_text(json.dumps([list(record) for record in _records]), encoding="utf-8")
+    # A worker stops once per test (then quits): send what it has, then forget it, so a
+    # second stop sends nothing twice.
+    rows = [list(record) for record in _records]
+    _records.clear()
+    for start in range(0, len(rows), CHUNK_RECORDS):
+        environment.runner.send_message(
+            RECORDS_MESSAGE, {"rows": rows[start : start + CHUNK_RECORDS]}
+        )
+    environment.runner.send_message(
+        RECORDS_MESSAGE, {"rows": [], "last": True, "plan": _ENV.get("GENAPI_LOAD_PLAN", "")}
+    )

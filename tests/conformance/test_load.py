@@ -2,8 +2,9 @@
 
 The judgement is pure (records in, verdicts out) and tested on made-up records; real runs
 with Locust's master and local workers against the embedded reference (one process, and
-two processes over one store with four Locust workers) show the limit verified and the
-fault that ignores it caught.
+two processes over one store with four Locust workers) show the minute's and the day's
+limits verified and the faults that ignore them caught. Workers started on their own
+(``--master-host``) are in ``test_load_remote.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.load import Record, judge_load, max_served_in_window
+from conformance.load import Record, judge_daily, judge_load, max_served_in_window
+from conformance.run.commands.load import locust_request
+from conformance.target.profile import parse_profile
 
 RPM = 5
 
@@ -97,6 +100,52 @@ def test_another_key_throttled_while_the_first_is_refused_fails() -> None:
     assert _by_id(records, same_account=False)["RATE-RPM-03"][0] == "skipped"
 
 
+#: A moment of a UTC day, and the first of the next (unix seconds).
+NOON = 1_790_000_000.0 - 1_790_000_000.0 % 86_400 + 43_200
+MIDNIGHT = NOON + 43_200
+PER_DAY, PER_MINUTE = 3, 600
+
+
+def _daily(sent: float, status: int = 200, latency: float = 0.5) -> Record:
+    return Record("daily", sent, sent + latency, status, None, None, None, None)
+
+
+def test_the_day_holds_when_no_more_than_requests_per_day_are_served() -> None:
+    records = [_daily(NOON + t) for t in range(PER_DAY)] + [_daily(NOON + 5, 429)]
+    verdict = judge_daily(records, PER_DAY, PER_MINUTE)
+    assert verdict.outcome == "passed", verdict.message
+    # The next UTC day is counted on its own.
+    records += [_daily(MIDNIGHT + 1 + t) for t in range(PER_DAY)]
+    assert judge_daily(records, PER_DAY, PER_MINUTE).outcome == "passed"
+
+
+def test_more_served_than_requests_per_day_in_a_utc_day_fails() -> None:
+    records = [_daily(NOON + t) for t in range(PER_DAY + 1)] + [_daily(NOON + 9, 429)]
+    verdict = judge_daily(records, PER_DAY, PER_MINUTE)
+    assert verdict.outcome == "failed"
+    assert f"{PER_DAY + 1} requests of the daily key were answered other than 429" in (
+        verdict.message
+    )
+
+
+def test_a_request_across_midnight_counts_in_neither_day() -> None:
+    records = [_daily(NOON + t) for t in range(PER_DAY)] + [_daily(MIDNIGHT - 0.2)]
+    records.append(_daily(MIDNIGHT + 5, 429))
+    assert judge_daily(records, PER_DAY, PER_MINUTE).outcome == "passed"
+
+
+def test_the_day_is_not_judged_where_the_minute_refuses_first_or_nothing_was_refused() -> None:
+    assert judge_daily([_daily(NOON), _daily(NOON + 1, 429)], 30, 20).outcome == "skipped"
+    # More served than the day allows fails, whatever the minute.
+    records = [_daily(NOON + 60 * t) for t in range(PER_DAY + 1)]
+    assert judge_daily(records, PER_DAY, 1).outcome == "failed"
+    assert judge_daily([_daily(NOON)], PER_DAY, PER_MINUTE).outcome == "skipped"
+    # Other roles' records are not the daily key's.
+    assert judge_daily([_record(NOON + t) for t in range(9)], PER_DAY, PER_MINUTE).outcome == (
+        "skipped"
+    )
+
+
 def _load(report_dir: Path, *extra: str) -> tuple[int, str, dict[str, str]]:
     done = subprocess.run(  # noqa: S603 (our own interpreter and arguments)
         [
@@ -132,21 +181,35 @@ def test_load_verifies_the_reference_limit_with_locust_workers(tmp_path: Path) -
 
 #: Four Locust workers against the reference serving from two processes over one store.
 SCALED = ("--workers", "4", "--reference-workers", "2")
+#: The provisioned key of 30 requests a day under 600 a minute, burst from every worker.
+DAILY = ("--daily-key", "low-daily")
 
 
-def test_the_limit_holds_across_reference_processes(tmp_path: Path) -> None:
-    code, out, verdicts = _load(tmp_path / "ok", *SCALED)
+def test_the_limits_hold_across_reference_processes(tmp_path: Path) -> None:
+    code, out, verdicts = _load(tmp_path / "ok", *SCALED, *DAILY)
     assert code == 0, out
     assert {verdicts[i] for i in ("RATE-RPM-02", "RATE-HDR-01", "RATE-HDR-03")} == {"pass"}, out
     assert verdicts["RATE-HDR-04"] == "pass", out
     # The default other key is the low-limit account's second key: never throttled.
     assert verdicts["RATE-RPM-03"] == "pass", out
+    # The day's count is kept in the store both processes share.
+    assert verdicts["RATE-RPD-01"] == "pass", out
+    assert "requests from 4 workers" in out
+    assert "the daily key: " in out and " requests from 4 workers, " in out, out
 
 
 def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:
     code, out, verdicts = _load(tmp_path / "fault", *SCALED, "--fault", "rate-limit-never-enforced")
     assert code == 1, out
     assert verdicts["RATE-RPM-02"] == "fail", out
+
+
+def test_load_catches_a_daily_limit_that_is_not_enforced(tmp_path: Path) -> None:
+    fault = ("--fault", "daily-request-limit-not-enforced")
+    code, out, verdicts = _load(tmp_path / "fault", *SCALED, *DAILY, *fault)
+    assert code == 1, out
+    assert verdicts["RATE-RPD-01"] == "fail", out
+    assert verdicts["RATE-RPM-02"] == "pass", out
 
 
 def test_reference_processes_are_only_for_the_embedded_reference(tmp_path: Path) -> None:
@@ -163,16 +226,13 @@ def test_the_load_sends_the_profiles_rate_request() -> None:
     """A deployment that counts only submits toward its minute ([rate] request =
     "submits") is driven with submits refused for their callback URL, not with reads it
     never limits; a --path asks for GETs of that path."""
-    from conformance.run.commands.load import _request_env
-    from conformance.target.profile import parse_profile
-
     text = 'base_url = "http://127.0.0.1:9"\n[keys.primary]\nkey = "gk_load_canary_0123456789"\n'
-    reads = _request_env(parse_profile(text, env={}), None)
+    reads = locust_request(parse_profile(text, env={}), None)
     assert reads == {"GENAPI_LOAD_METHOD": "GET", "GENAPI_LOAD_PATH": "/v1/account/tier"}
-    submits = _request_env(parse_profile(text + '[rate]\nrequest = "submits"\n', env={}), None)
+    submits = locust_request(parse_profile(text + '[rate]\nrequest = "submits"\n', env={}), None)
     assert submits["GENAPI_LOAD_METHOD"] == "POST"
     assert submits["GENAPI_LOAD_PATH"] == "/v1/images/generate"
     assert json.loads(submits["GENAPI_LOAD_BODY"])["callback_url"].startswith("ftp://")
-    assert _request_env(parse_profile(text, env={}), "/v1/webhooks")["GENAPI_LOAD_PATH"] == (
+    assert locust_request(parse_profile(text, env={}), "/v1/webhooks")["GENAPI_LOAD_PATH"] == (
         "/v1/webhooks"
     )

@@ -6,11 +6,19 @@ local worker processes (``locustfile.py`` of :mod:`conformance.load`), all of th
 bounded in time (``--duration``, then a grace period, then killed), runs one key of the
 profile past its ``requests_per_minute`` (read from GET /v1/account/tier, spec §8) while
 another key sends a little, and judges the answers (:func:`conformance.load.judge_load`)
-into the catalog's ids, written as a run's reports. Locust is the optional extra
-``[load]``: ``pip install 'genapi-conformance[load]'``.
+into the catalog's ids, written as a run's reports. With ``--daily-key ROLE`` a key whose
+tier has a small requests_per_day is burst from every worker too (RATE-RPD-01).
 
-Exit codes as ``run``: 0 no MUST failed, 1 a MUST failed, 2 usage or profile error,
-3 harness error (Locust missing or broken, the target unreachable).
+Workers on other machines: the master waits (bounded) for ``--expect-workers`` remote
+workers, each started with ``genapi-conformance load --master-host HOST``, which runs a
+worker only, its keys read from its own ``--profile`` (no key travels over Locust's
+channel). Every worker, local or remote, sends its records to the master over Locust's
+messages (``locustfile.py``). Locust is the optional extra ``[load]``: ``pip install
+'genapi-conformance[load]'``.
+
+Exit codes as ``run``: 0 no MUST failed, 1 a MUST failed, 2 usage or profile error (the
+expected workers never came included), 3 harness error (Locust missing or broken, the
+target unreachable, a worker's records lost).
 """
 
 from __future__ import annotations
@@ -21,10 +29,7 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,10 +38,18 @@ from typing import Any
 import httpx
 
 import conformance
-import conformance.load
 import genapi_spec
 from conformance.catalog import load_catalog
-from conformance.load import LoadJudgement, Record, judge_load
+from conformance.load import LoadJudgement, Record, judge_daily, judge_load
+from conformance.load.processes import (
+    MAX_DURATION_S,
+    MAX_WORKERS,
+    Collected,
+    Master,
+    plan_digest,
+    run_master,
+    run_worker,
+)
 from conformance.provenance import catalog_sha256, distribution_sha256
 from conformance.reports import (
     ReportWriteError,
@@ -51,14 +64,14 @@ from conformance.target.profile import Profile, ProfileError, load_profile
 from conformance.target.setup import TIER_PATH, rate_request_of
 from conformance.verdicts import CheckResult, Outcome, judge
 
-__all__ = ["EXIT_HARNESS", "main", "register"]
+__all__ = ["EXIT_HARNESS", "locust_request", "main", "register"]
 
 EXIT_HARNESS = 3
-#: How long Locust's processes get past ``--duration`` to stop and write their records.
-GRACE_S = 30.0
 HTTP_TIMEOUT_S = 10.0
 #: Bound on ``--reference-workers`` (the reference's own bound on ``serve --workers``).
 MAX_REFERENCE_WORKERS = 32
+#: Locust's own default port, for a master that remote workers must find.
+DEFAULT_MASTER_PORT = 5557
 
 
 def register(commands: argparse._SubParsersAction[Any]) -> None:
@@ -67,7 +80,8 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="verify a key's per-minute limit under load (Locust; extra [load])",
         description="Drive one key of the profile past its requests_per_minute from Locust "
         "workers, another key beside it, and judge the limit, the 429 headers and the other "
-        "key. Without --profile, against the embedded reference.",
+        "key. Without --profile, against the embedded reference. With --master-host, run "
+        "only a worker for a master started elsewhere.",
     )
     parser.add_argument("--profile", type=Path, metavar="FILE", help="target profile")
     parser.add_argument("--key", default="low-limit", metavar="ROLE", help="the key driven")
@@ -77,7 +91,51 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="the key that must not be throttled (default: the role ROLE-second when the "
         "profile has it, else primary)",
     )
-    parser.add_argument("--workers", type=int, default=2, metavar="N", help="Locust workers")
+    parser.add_argument(
+        "--daily-key",
+        metavar="ROLE",
+        help="also burst this key, whose tier has a small requests_per_day, from every worker "
+        "and judge its daily limit (RATE-RPD-01; spends the key's day: the profile's "
+        "[budgets] destructive must allow it)",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, metavar="N", help="local Locust workers (0..64)"
+    )
+    parser.add_argument(
+        "--expect-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="remote workers to wait for besides the local ones (each started with "
+        "--master-host); the master listens on --master-bind and --master-port",
+    )
+    parser.add_argument(
+        "--master-bind",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address the master listens on (default loopback; remote workers need one "
+        "they can reach)",
+    )
+    parser.add_argument(
+        "--master-host",
+        metavar="HOST",
+        help="run only a Locust worker for the master on HOST (no judging; needs --profile "
+        "and the master's --key, --other-key, --daily-key and --path)",
+    )
+    parser.add_argument(
+        "--master-port",
+        type=int,
+        metavar="P",
+        help=f"the master's port (a worker's to reach, a master's to listen on; default "
+        f"{DEFAULT_MASTER_PORT} with remote workers, else a free one)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="how long the master waits for its workers, and a worker for its master",
+    )
     parser.add_argument(
         "--reference-workers",
         type=int,
@@ -100,25 +158,37 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(handler=main)
 
 
-def main(options: argparse.Namespace) -> int:
+def _usage_error(options: argparse.Namespace) -> str | None:
+    workers = options.workers + options.expect_workers
     if (
-        not 1 <= options.workers <= 64
+        not 0 <= options.workers <= MAX_WORKERS
+        or not 0 <= options.expect_workers <= MAX_WORKERS
+        or not 1 <= workers <= MAX_WORKERS
         or not 1 <= options.reference_workers <= MAX_REFERENCE_WORKERS
         or options.users < 1
-        or not 1 <= options.duration <= 600
+        or not 1 <= options.duration <= MAX_DURATION_S
+        or not 1 <= options.connect_timeout <= MAX_DURATION_S
+        or (options.master_port is not None and not 1 <= options.master_port <= 65535)
     ):
-        print(
-            f"genapi-conformance: --workers 1..64, --reference-workers "
-            f"1..{MAX_REFERENCE_WORKERS}, --users >= 1, --duration 1..600",
-            file=sys.stderr,
+        return (
+            f"--workers and --expect-workers 0..{MAX_WORKERS} (together at least 1), "
+            f"--reference-workers 1..{MAX_REFERENCE_WORKERS}, --users >= 1, --duration and "
+            f"--connect-timeout 1..{MAX_DURATION_S:g}, --master-port 1..65535"
         )
-        return EXIT_USAGE
     if options.profile is not None and options.reference_workers != 1:
-        print(
-            "genapi-conformance: --reference-workers starts the embedded reference: "
-            "leave out --profile, or start your deployment with its processes yourself",
-            file=sys.stderr,
+        return (
+            "--reference-workers starts the embedded reference: leave out --profile, or start "
+            "your deployment with its processes yourself"
         )
+    if options.master_host is not None and options.profile is None:
+        return "a worker (--master-host) reads its keys from its own --profile: give one"
+    return None
+
+
+def main(options: argparse.Namespace) -> int:
+    problem = _usage_error(options)
+    if problem is not None:
+        print(f"genapi-conformance: {problem}", file=sys.stderr)
         return EXIT_USAGE
     if importlib.util.find_spec("locust") is None:
         print(
@@ -126,6 +196,8 @@ def main(options: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_HARNESS
+    if options.master_host is not None:
+        return _worker(options)
     options.report_dir = (options.report_dir or new_report_dir()).resolve()
     try:
         prepare_report_dir(options.report_dir)  # before any load is sent
@@ -144,6 +216,22 @@ def main(options: argparse.Namespace) -> int:
         return EXIT_HARNESS
 
 
+def _worker(options: argparse.Namespace) -> int:
+    """A worker only, for a master elsewhere: its keys from its own profile."""
+    try:
+        env = _locust_env(options, load_profile(options.profile))
+    except ProfileError as error:
+        print(str(error), file=sys.stderr)
+        return EXIT_USAGE
+    port = options.master_port or DEFAULT_MASTER_PORT
+    print(f"worker for the master on {options.master_host}:{port}", flush=True)
+    problem = run_worker(options.master_host, port, env, options.connect_timeout)
+    if problem is not None:
+        print(f"genapi-conformance: the Locust worker {problem}", file=sys.stderr)
+        return EXIT_HARNESS
+    return EXIT_OK
+
+
 @contextlib.contextmanager
 def _target(options: argparse.Namespace) -> Iterator[Path]:
     if options.profile is not None:
@@ -159,38 +247,97 @@ def _target(options: argparse.Namespace) -> Iterator[Path]:
         yield embedded
 
 
+def _tier(profile: Profile, role: str) -> dict[str, Any]:
+    """The tier record of *role*'s key (GET /v1/account/tier)."""
+    answer = httpx.get(
+        profile.base_url + TIER_PATH,
+        headers={"Authorization": f"Bearer {profile.key(role).key.reveal()}"},
+        timeout=HTTP_TIMEOUT_S,
+    )
+    answer.raise_for_status()  # a 429 (a minute already spent) says so, not a missing field
+    record: dict[str, Any] = answer.json()
+    return record
+
+
 def _load(options: argparse.Namespace, profile: Profile) -> int:
     limited, other = profile.key(options.key), profile.key(_other_role(options, profile))
+    if options.daily_key is not None and not profile.budgets.destructive:
+        print(
+            "genapi-conformance: --daily-key spends the key's day: the profile's [budgets] "
+            "destructive = false forbids it",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    env = _locust_env(options, profile)  # every role resolved before any load is sent
     started = datetime.now(UTC)
     try:
-        tier = httpx.get(
-            profile.base_url + TIER_PATH,
-            headers={"Authorization": f"Bearer {limited.key.reveal()}"},
-            timeout=HTTP_TIMEOUT_S,
-        ).json()
-        rpm = int(tier["requests_per_minute"])
+        rpm = int(_tier(profile, options.key)["requests_per_minute"])
+        daily = _tier(profile, options.daily_key) if options.daily_key else None
+        day_limits = (
+            (int(daily["requests_per_day"]), int(daily["requests_per_minute"]))
+            if daily is not None
+            else None
+        )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
-        print(f"genapi-conformance: no tier record for {options.key}: {error}", file=sys.stderr)
+        print(f"genapi-conformance: no tier record: {error}", file=sys.stderr)
         return EXIT_HARNESS
-    with tempfile.TemporaryDirectory(prefix="genapi-load-") as scratch:
-        env = {
-            **os.environ,
-            "GENAPI_LOAD_BASE_URL": profile.base_url,
-            **_request_env(profile, options.path),
-            "GENAPI_LOAD_KEY": limited.key.reveal(),
-            "GENAPI_LOAD_OTHER_KEY": other.key.reveal(),
-            "GENAPI_LOAD_OUT": scratch,
-        }
-        code = _run_locust(options, env)
-        records = _records(Path(scratch))
-    if code is not None:
-        print(f"genapi-conformance: Locust failed: {code}", file=sys.stderr)
+    master = _master(options)
+    if master.remote_workers:
+        print(
+            f"master on {master.bind_host}:{master.port}: waiting up to "
+            f"{master.connect_timeout:g} s for {master.remote_workers} remote workers",
+            flush=True,
+        )
+    collected = run_master(master, env)
+    if collected.workers_missing is not None:
+        print(f"genapi-conformance: {collected.workers_missing}", file=sys.stderr)
+        return EXIT_USAGE
+    if collected.problem is not None:
+        print(f"genapi-conformance: {collected.problem}", file=sys.stderr)
         return EXIT_HARNESS
+    records = collected.records
     judgements = judge_load(records, rpm, same_account=limited.account == other.account)
+    if day_limits is not None:
+        judgements.append(judge_daily(records, *day_limits))
     _report(options, profile, started, judgements)
-    _summary(records, judgements, rpm)
+    _summary(records, judgements, rpm, collected)
     failed = any(j.outcome == "failed" for j in judgements)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _master(options: argparse.Namespace) -> Master:
+    default_port = DEFAULT_MASTER_PORT if options.expect_workers else _free_port()
+    return Master(
+        bind_host=options.master_bind,
+        port=options.master_port or default_port,
+        local_workers=options.workers,
+        remote_workers=options.expect_workers,
+        users=options.users,
+        duration=options.duration,
+        connect_timeout=options.connect_timeout,
+    )
+
+
+def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]:
+    """What the Locust users of this machine send, with which keys (from this machine's
+    profile), and the plan's digest that the master compares across its workers."""
+    request = locust_request(profile, options.path)
+    roles = {
+        "key": options.key,
+        "other": _other_role(options, profile),
+        "daily": options.daily_key or "",
+    }
+    env = {
+        **os.environ,
+        "GENAPI_LOAD_BASE_URL": profile.base_url,
+        **request,
+        "GENAPI_LOAD_KEY": profile.key(roles["key"]).key.reveal(),
+        "GENAPI_LOAD_OTHER_KEY": profile.key(roles["other"]).key.reveal(),
+        "GENAPI_LOAD_PLAN": plan_digest(roles | request),
+    }
+    if options.daily_key:
+        env["GENAPI_LOAD_DAILY_KEY"] = profile.key(options.daily_key).key.reveal()
+    return env
 
 
 def _other_role(options: argparse.Namespace, profile: Profile) -> str:
@@ -210,50 +357,10 @@ def _free_port() -> int:
         return port
 
 
-def _run_locust(options: argparse.Namespace, env: dict[str, str]) -> str | None:
-    """Run the master and the workers to the end; what went wrong, or None."""
-    locustfile = str(Path(conformance.load.__file__).resolve().parent / "locustfile.py")
-    port = str(_free_port())
-    base = [sys.executable, "-m", "locust", "-f", locustfile, "--loglevel", "WARNING"]
-    master_args = [
-        *base,
-        "--master",
-        "--headless",
-        "--master-bind-host=127.0.0.1",
-        f"--master-bind-port={port}",
-        f"--expect-workers={options.workers}",
-        "--expect-workers-max-wait=30",
-        f"--users={options.users}",
-        f"--spawn-rate={options.users}",
-        f"--run-time={int(options.duration)}s",
-        "--stop-timeout=5",
-        "--only-summary",
-    ]
-    worker_args = [*base, "--worker", "--master-host=127.0.0.1", f"--master-port={port}"]
-    deadline = time.monotonic() + options.duration + GRACE_S + 30
-    processes = [subprocess.Popen(master_args, env=env, stdout=subprocess.DEVNULL)]  # noqa: S603
-    processes += [
-        subprocess.Popen(worker_args, env=env, stdout=subprocess.DEVNULL)  # noqa: S603
-        for _ in range(options.workers)
-    ]
-    problem = None
-    try:
-        for process in processes:
-            try:
-                process.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                problem = "did not finish in time"
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=10)
-    return problem
-
-
-def _request_env(profile: Profile, path: str | None) -> dict[str, str]:
-    """The request the Locust users send: GET *path* when given, else the profile's rate
-    request (a deployment that counts only submits is driven with submits)."""
+def locust_request(profile: Profile, path: str | None) -> dict[str, str]:
+    """The request the Locust users send, as their environment: GET *path* when given,
+    else the profile's rate request (a deployment that counts only submits is driven with
+    submits)."""
     if path is not None:
         return {"GENAPI_LOAD_METHOD": "GET", "GENAPI_LOAD_PATH": path}
     rate = rate_request_of(profile)
@@ -261,13 +368,6 @@ def _request_env(profile: Profile, path: str | None) -> dict[str, str]:
     if rate.body is not None:
         env["GENAPI_LOAD_BODY"] = json.dumps(dict(rate.body))
     return env
-
-
-def _records(directory: Path) -> list[Record]:
-    records: list[Record] = []
-    for path in sorted(directory.glob("worker-*.json")):
-        records += [Record(*row) for row in json.loads(path.read_text(encoding="utf-8"))]
-    return records
 
 
 def _report(
@@ -304,15 +404,26 @@ def _report(
     print(f"reports: {options.report_dir}")
 
 
-def _summary(records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int) -> None:
+def _summary(
+    records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int, collected: Collected
+) -> None:
     if records:
         span = max(r.received for r in records) - min(r.sent for r in records)
         rate = len(records) / span if span > 0 else 0.0
         limited = [r for r in records if r.role == "limited"]
         print(
-            f"{len(records)} requests in {span:.1f} s: {rate:.0f} requests/s "
+            f"{len(records)} requests from {collected.workers} workers in {span:.1f} s: "
+            f"{rate:.0f} requests/s "
             f"({rate * 60:.0f} a minute; the key's limit {rpm} a minute); "
             f"{sum(r.status == 429 for r in limited)} of the key's {len(limited)} answered 429"
         )
+        daily = [r for r in records if r.role == "daily"]
+        if daily:
+            served = sum(r.status not in (0, 429) for r in daily)
+            print(
+                f"the daily key: {len(daily)} requests from "
+                f"{collected.workers_by_role.get('daily', 0)} workers, {served} answered "
+                "other than 429"
+            )
     for j in judgements:
         print(f"{j.outcome.upper():7} {j.requirement_id}: {j.message}")
