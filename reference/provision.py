@@ -165,7 +165,12 @@ def provision(service: Any, profile_path: Path) -> dict[str, Any]:
             "max_generation_seconds": max(10, config.latency_ms / 1000 * 10),
         },
         "usage": {"path": "/v1/account/usage", "field": "credits_used_today"},
-        "budgets": {"max_requests_per_rate_check": 200, "destructive": True},
+        "budgets": {
+            "max_requests_per_rate_check": 200,
+            "destructive": True,
+            # The dearest operation's price: what `run --budget-credits` counts a submit at.
+            "credits_per_submit": max(service.authenticator.tiers.prices.values()),
+        },
         "timing": {"tolerance_seconds": 0.6},
         # The wire choices (spec §6): the brand word of the delivery headers and the HMAC
         # keying (reference.webhooks.signing); and which requests the limiter counts.

@@ -30,7 +30,10 @@ SURFACES = {
         "ALLURE_DIR HTML_NAME JSON_NAME JUNIT_NAME ReportWriteError Reproduction RunInfo "
         "new_report_dir prepare_report_dir redact_tree render_html results_document write_reports"
     ),
-    "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
+    "conformance.run.cli": (
+        "DEFAULT_WORKERS EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args "
+        "workers_of"
+    ),
     "conformance.run.commands.load": "EXIT_HARNESS locust_request main register",
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (

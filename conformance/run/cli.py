@@ -79,6 +79,7 @@ from conformance.target.profile import Profile, ProfileError, load_profile, writ
 from conformance.verdicts import RunVerdicts
 
 __all__ = [
+    "DEFAULT_WORKERS",
     "EXIT_FAILED",
     "EXIT_HARNESS",
     "EXIT_OK",
@@ -86,6 +87,7 @@ __all__ = [
     "exit_code",
     "main",
     "pytest_args",
+    "workers_of",
 ]
 
 EXIT_OK = 0
@@ -98,6 +100,16 @@ EXIT_HARNESS = 3
 #: others run the rest, so a run has more workers than a machine has cores (measured on 2
 #: cores: 2 workers 5m25s, 8 workers 2m05s for the full run against the reference).
 DEFAULT_WORKERS = 8
+
+
+def workers_of(options: argparse.Namespace) -> int:
+    """The run's workers: as given, else :data:`DEFAULT_WORKERS`; a budgeted run, else
+    none (one process): its checks then run exactly cheapest first, where parallel
+    workers would each spend the budget on whatever check they had started."""
+    if options.workers is not None:
+        return int(options.workers)
+    budgeted = options.budget_requests is not None or options.budget_credits is not None
+    return 0 if budgeted else DEFAULT_WORKERS
 #: How long the run's DNS server waits, once pytest returned, for a process still using
 #: its zone (none should remain: the workers have ended).
 DNS_LINGER_S = 5.0
@@ -196,9 +208,10 @@ def _add_run(commands: Any) -> None:
     add(
         "--workers",
         type=int,
-        default=DEFAULT_WORKERS,
+        default=None,
         metavar="N",
-        help=f"parallel pytest-xdist workers (default {DEFAULT_WORKERS}; 0 runs in this process)",
+        help=f"parallel pytest-xdist workers (default {DEFAULT_WORKERS}, or 0 with a budget; "
+        "0 runs in this process)",
     )
     add(
         "--fault",
@@ -239,6 +252,14 @@ def _add_run(commands: Any) -> None:
         help="send the target at most N requests in the whole run (for deployments where "
         "requests cost money): the checks run cheapest first, and those the budget does not "
         "reach are reported as not run, never as passed",
+    )
+    add(
+        "--budget-credits",
+        type=int,
+        metavar="M",
+        help="spend at most M credits in the whole run: each submit counts the profile's "
+        "[budgets] credits_per_submit (the spec shows no price) and gets it back when refused; "
+        "what the budget does not reach is reported as not run",
     )
     loudness = run_parser.add_mutually_exclusive_group()
     loudness.add_argument(
@@ -288,10 +309,11 @@ def init_profile(path: Path, *, force: bool = False) -> int:
 def run(options: argparse.Namespace) -> int:
     """``genapi-conformance run``: pick the target, run pytest in this process, summarise."""
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    if options.budget_requests is not None and options.budget_requests < 1:
-        err.print("genapi-conformance: --budget-requests must be 1 or more")
-        return EXIT_USAGE
-    if options.workers < 0:
+    for name in ("budget_requests", "budget_credits"):
+        if getattr(options, name) is not None and getattr(options, name) < 1:
+            err.print(f"genapi-conformance: --{name.replace('_', '-')} must be 1 or more")
+            return EXIT_USAGE
+    if options.workers is not None and options.workers < 0:
         err.print("genapi-conformance: --workers must be 0 or more")
         return EXIT_USAGE
     profile_arg = options.profile or (
@@ -396,8 +418,9 @@ def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) ->
         str(report_dir / ALLURE_DIR),
         "-rfEs",
     ]
-    if options.workers > 0:
-        args += ["-n", str(options.workers), "--dist", "loadfile"]
+    workers = workers_of(options)
+    if workers > 0:
+        args += ["-n", str(workers), "--dist", "loadfile"]
     else:
         args += ["-p", "no:xdist"]
     for requirement_id in options.only:
@@ -408,6 +431,8 @@ def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) ->
         args += ["-k", options.keyword]
     if options.budget_requests is not None:
         args += ["--budget-requests", str(options.budget_requests)]
+    if options.budget_credits is not None:
+        args += ["--budget-credits", str(options.budget_credits)]
     return args
 
 
@@ -425,7 +450,7 @@ class _Verdicts:
         self.redactor = redactor
         self.reproduction = Reproduction()
         self.write_problems: list[str] = []
-        self.budget: tuple[int, int] | None = None
+        self.budget: str | None = None
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         state = config.stash.get(RUN_KEY, None)  # None: the plugin refused the options
@@ -435,7 +460,7 @@ class _Verdicts:
             # The same list: the plugin's clean-up, after this hook, may still add to it.
             self.write_problems = state.write_problems
             if state.budget is not None:
-                self.budget = (state.budget.spent(), state.budget.requests)
+                self.budget = state.budget.spent_words()
 
 
 def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path) -> int:

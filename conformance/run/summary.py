@@ -63,8 +63,9 @@ class RunEnd:
     strict: bool = False
     #: The run's failures against ``--baseline``, when it had one.
     baseline: BaselineOutcome | None = None
-    #: Requests spent of the run's ``--budget-requests``, when it had one.
-    budget: tuple[int, int] | None = None
+    #: What the run spent of its ``--budget-requests``/``--budget-credits``, when it had
+    #: one ("12 of 25 requests, 4 of 8 credits spent").
+    budget: str | None = None
 
 
 def check_counts(verdicts: RunVerdicts, catalog: Catalog) -> Counter[Verdict]:
@@ -110,9 +111,8 @@ def summarise(
         + f" (in {duration_text(end.duration_s)})"
     )
     if end.budget is not None:
-        spent, requests = end.budget
         not_run = sum(1 for c in verdicts.checks if c.message.startswith(BUDGET_NOT_RUN))
-        say(f"budget: {spent} of {requests} requests spent; {not_run} checks not run (budget)")
+        say(f"budget: {end.budget}; {not_run} checks not run (budget)")
     if not quiet:
         shown = [Verdict.FAIL, Verdict.ERROR, Verdict.WARN]
         if verbose:

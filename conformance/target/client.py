@@ -256,9 +256,9 @@ class ApiClient:
     *headers* override both (so a check can send a malformed Authorization header).
     """
 
-    #: The run's request budget (``run --budget-requests``), set by the plugin for the
-    #: whole process: every client spends from it, wherever a check or helper made it,
-    #: since every request any of them sends is the run's traffic.
+    #: The run's budget (``run --budget-requests``, ``--budget-credits``), set by the
+    #: plugin for the whole process: every client spends from it, wherever a check or
+    #: helper made it, since every request any of them sends is the run's traffic.
     run_budget: ClassVar[RunBudget | None] = None
 
     def __init__(
@@ -325,14 +325,18 @@ class ApiClient:
                     f"this check's budget of {self.budget} requests is spent; "
                     "a check that needs more must say so (ApiClient(budget=...))"
                 )
-            if ApiClient.run_budget is not None:
-                ApiClient.run_budget.spend()
+            budget = ApiClient.run_budget
+            charge = 0 if budget is None else budget.charge_of(request.method, request.url.path)
+            if budget is not None:
+                budget.spend(charge)
             self.sent += 1
         started_at = time.time()
         start = time.monotonic()
         try:
             response = self._http.send(request)
             response.read()
+            if budget is not None and not 200 <= response.status_code < 300:
+                budget.refund(charge)  # a refused submit spends nothing (spec §4)
             # Only what a check asks for is a credential: a cookie set by one answer is
             # never sent with the next request.
             self._http.cookies.clear()

@@ -161,6 +161,9 @@ class UsageProfile:
 class BudgetsProfile:
     max_requests_per_rate_check: int = 200
     destructive: bool = False
+    #: The most credits one submit may cost (spec §1: "Credit prices per operation: not
+    #: shown"): what ``run --budget-credits`` counts per submit. None: not stated.
+    credits_per_submit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,7 @@ class Profile:
             "budgets": {
                 "max_requests_per_rate_check": self.budgets.max_requests_per_rate_check,
                 "destructive": self.budgets.destructive,
+                "credits_per_submit": self.budgets.credits_per_submit,
             },
             "timing": {
                 "tolerance_seconds": self.timing.tolerance_seconds,

@@ -19,6 +19,7 @@ from conformance.catalog import Level, load_catalog
 from conformance.observe.dns import DnsServer, shared_zone_dir
 from conformance.run import cli
 from conformance.run.cli import (
+    DEFAULT_WORKERS,
     EXIT_FAILED,
     EXIT_HARNESS,
     EXIT_OK,
@@ -88,6 +89,7 @@ def _options(**overrides: Any) -> argparse.Namespace:
         "workers": 2,
         "keyword": None,
         "budget_requests": None,
+        "budget_credits": None,
     }
     values.update(overrides)
     return argparse.Namespace(**values)
@@ -109,8 +111,15 @@ def test_pytest_args_pass_selection_and_workers(tmp_path: Path) -> None:
     in_process = pytest_args(_options(workers=0), tmp_path / "p.toml", tmp_path / "out")
     assert "-n" not in in_process and "no:xdist" in in_process
     assert "--budget-requests" not in joined
-    budgeted = pytest_args(_options(budget_requests=40), tmp_path / "p.toml", tmp_path / "out")
-    assert "--budget-requests 40" in " ".join(budgeted)
+    budgeted = pytest_args(
+        _options(budget_requests=40, budget_credits=9, workers=None),
+        tmp_path / "p.toml",
+        tmp_path / "out",
+    )
+    assert "--budget-requests 40 --budget-credits 9" in " ".join(budgeted)
+    assert "no:xdist" in budgeted, "a budgeted run goes cheapest first, in one process"
+    default = pytest_args(_options(workers=None), tmp_path / "p.toml", tmp_path / "out")
+    assert f"-n {DEFAULT_WORKERS} --dist loadfile" in " ".join(default)
 
 
 def test_run_missing_profile_is_a_usage_error(

@@ -1,6 +1,7 @@
-"""The run's request budget (``--budget-requests N``, :mod:`conformance.target.budget`):
-every client of every process spends from it, the checks run cheapest first, and a check
-that finds it spent is reported as not run ("not run: budget"), never as passed.
+"""The run's budget (``--budget-requests N``, ``--budget-credits M``,
+:mod:`conformance.target.budget`): every client of every process spends from it, the
+checks run cheapest first, and a check that finds it spent is reported as not run ("not
+run: budget"), never as passed.
 
 Cheapest first: the checks that need no long chain come before the ``slow`` ones (timing
 chains), and the ``destructive`` ones (the credit cap, keys up to the limit) come last,

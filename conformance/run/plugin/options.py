@@ -63,6 +63,15 @@ def add_options(parser: pytest.Parser) -> None:
         help="send the target at most N requests in the whole run: the checks run cheapest "
         "first, and those the budget does not reach are reported as not run",
     )
+    group.addoption(
+        "--budget-credits",
+        dest="genapi_budget_credits",
+        metavar="M",
+        type=int,
+        default=None,
+        help="spend at most M credits in the whole run, each submit counted at the profile's "
+        "[budgets] credits_per_submit (given back when it is refused)",
+    )
     parser.addini(
         "genapi_checks",
         type="paths",

@@ -43,8 +43,8 @@ __all__ = [
 
 #: The xdist worker input that carries the controller's report folder.
 WORKER_REPORT_DIR = "genapi_report_dir"
-#: The file of the run's request budget in its report folder (see :mod:`.budget`).
-BUDGET_FILE = ".budget-requests"
+#: The file of the run's budget in its report folder (see :mod:`.budget`).
+BUDGET_FILE = ".budget"
 #: The xdist worker input that carries the run's deadline (see :mod:`.ceiling`).
 WORKER_DEADLINE = "genapi_deadline"
 #: The folder of the run's leases in its report folder (:mod:`conformance.target.leases`).
@@ -66,7 +66,8 @@ class RunState:
     #: The arguments of ``genapi-conformance run`` that name this run's target, for rerun
     #: lines (see :class:`Preloaded`).
     target_args: tuple[str, ...] = ()
-    #: The run's request budget (``--budget-requests``), shared by its processes.
+    #: The run's budget (``--budget-requests``, ``--budget-credits``), shared by its
+    #: processes.
     budget: RunBudget | None = None
     #: When the run's ceiling passes (epoch seconds; None without a profile): fixed by
     #: the controller when the run starts, handed to the workers (:mod:`.ceiling`).
@@ -172,19 +173,32 @@ def resolve(config: pytest.Config) -> RunState:
         areas=tuple(config.getoption("genapi_area")),
         target_args=target_args,
         deadline=deadline,
-        budget=_budget(config, report_dir, is_worker=workerinput is not None),
+        budget=_budget(config, report_dir, profile, is_worker=workerinput is not None),
     )
 
 
-def _budget(config: pytest.Config, report_dir: Path, *, is_worker: bool) -> RunBudget | None:
-    """The run's request budget: made by the controller in the report folder, opened
-    there by the workers (``--budget-requests`` reaches them with the other options)."""
+def _budget(
+    config: pytest.Config, report_dir: Path, profile: Profile | None, *, is_worker: bool
+) -> RunBudget | None:
+    """The run's budget: made by the controller in the report folder, opened there by the
+    workers (``--budget-requests`` and ``--budget-credits`` reach them with the other
+    options). A budget of credits needs the profile's price of a submit."""
     requests: int | None = config.getoption("genapi_budget_requests")
-    if requests is None:
+    credits: int | None = config.getoption("genapi_budget_credits")
+    if requests is None and credits is None:
         return None
+    price = 0
+    if credits is not None:
+        price_given = None if profile is None else profile.budgets.credits_per_submit
+        if price_given is None:
+            raise pytest.UsageError(
+                "--budget-credits needs the most credits one submit may cost (the spec shows "
+                "no price): set [budgets] credits_per_submit in the profile"
+            )
+        price = price_given
     path = report_dir / BUDGET_FILE
     if is_worker:
-        return RunBudget(path, requests)
-    budget = RunBudget.create(path, requests)
+        return RunBudget(path, requests, credits, price)
+    budget = RunBudget.create(path, requests, credits, price)
     config.add_cleanup(lambda: path.unlink(missing_ok=True))
     return budget
