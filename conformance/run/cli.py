@@ -110,6 +110,8 @@ def workers_of(options: argparse.Namespace) -> int:
         return int(options.workers)
     budgeted = options.budget_requests is not None or options.budget_credits is not None
     return 0 if budgeted else DEFAULT_WORKERS
+
+
 #: How long the run's DNS server waits, once pytest returned, for a process still using
 #: its zone (none should remain: the workers have ended).
 DNS_LINGER_S = 5.0
