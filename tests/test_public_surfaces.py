@@ -30,6 +30,12 @@ SURFACES = {
         "new_report_dir prepare_report_dir redact_tree render_html results_document write_reports"
     ),
     "conformance.run.cli": "EXIT_FAILED EXIT_HARNESS EXIT_OK EXIT_USAGE exit_code main pytest_args",
+    "conformance.run.fixtures.client": "adapter api make_api recorder",
+    "conformance.run.fixtures.labs": "Labs labs",
+    "conformance.run.fixtures.profile": "profile profile_path redactor",
+    "conformance.run.fixtures.receiver": (
+        "canary canary_listeners dns_server endpoint final_events make_endpoint receiver"
+    ),
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (
         "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"
