@@ -35,7 +35,7 @@ from conformance.observe.waits import (
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
 
@@ -142,7 +142,7 @@ def test_unknown_event_name_is_refused(api: ApiClient, endpoint: Endpoint) -> No
     interpretation)."""
     events = (COMPLETED, FAILED, "generation.conformance-unknown")
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url, events=events)}
-    response = api.request("POST", "/v1/images/generate", json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     assert 400 <= response.status_code < 500, (
         f"EVT-SUB-02: expected a 4xx for the unknown event name, saw {response.status_code}"
     )

@@ -21,7 +21,7 @@ from conformance.observe.timing import delivery_deadline
 from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 
 def _assert_event_arrives(
@@ -55,22 +55,26 @@ def test_failed_sent_without_events_field(
     _assert_event_arrives(endpoint, profile, FAILED, "EVT-DEFAULT-02")
 
 
-@pytest.mark.requirement("EVT-APPLY-01")
-def test_video_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+@pytest.mark.parametrize(
+    ("path", "requirement_id"),
+    [
+        pytest.param(
+            "/v1/videos/generate",
+            "EVT-APPLY-01",
+            id="video",
+            marks=pytest.mark.requirement("EVT-APPLY-01"),
+        ),
+        pytest.param(
+            IMAGES_PATH, "EVT-APPLY-02", id="image", marks=pytest.mark.requirement("EVT-APPLY-02")
+        ),
+    ],
+)
+def test_generation_with_target_sends_events(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, requirement_id: str
 ) -> None:
-    """A video generation submitted with a delivery target sends its event there."""
-    submit_with_target(api, endpoint.url, path="/v1/videos/generate")
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-01")
-
-
-@pytest.mark.requirement("EVT-APPLY-02")
-def test_image_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
-) -> None:
-    """An image generation submitted with a delivery target sends its event there."""
-    submit_with_target(api, endpoint.url, path="/v1/images/generate")
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-02")
+    """A video or image generation submitted with a delivery target sends its event there."""
+    submit_with_target(api, endpoint.url, path=path)
+    _assert_event_arrives(endpoint, profile, COMPLETED, requirement_id)
 
 
 @pytest.mark.requirement("EVT-APPLY-03")

@@ -19,9 +19,8 @@ from conformance.judge.asserts import assert_status, describe, error_detail, jso
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
 
-IMAGES: Final = "/v1/images/generate"
 VIDEOS: Final = "/v1/videos/generate"
 #: Spec §3: the names that appear as event names and status.
 FINAL: Final = frozenset({"completed", "failed", "cancelled"})
@@ -57,7 +56,7 @@ def _settle(api: ApiClient, generation_id: str) -> tuple[dict[str, Any] | None, 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(IMAGES, id="image"), pytest.param(VIDEOS, id="video")],
+    [pytest.param(IMAGES_PATH, id="image"), pytest.param(VIDEOS, id="video")],
 )
 @pytest.mark.requirement("GEN-READ-01")
 def test_read_with_submit_id_and_key_answers_2xx(
@@ -100,7 +99,7 @@ def test_read_with_other_accounts_key_answers_404(
     if foreign.account == mine.account:
         pytest.skip("needs a foreign key of another account than primary's")
     prompt = f"{SUBMIT_PROMPT} conformance-read-foreign"
-    generation_id = _submitted(api, IMAGES, endpoint, prompt)
+    generation_id = _submitted(api, IMAGES_PATH, endpoint, prompt)
     response = api.request("GET", f"/v1/generations/{generation_id}", role="foreign")
     assert response.status_code == 404 and "conformance-read-foreign" not in response.text, (
         f"GEN-READ-03: GET /v1/generations/{generation_id} with another account's key: "
@@ -111,10 +110,10 @@ def test_read_with_other_accounts_key_answers_404(
 @pytest.mark.parametrize(
     ("path", "outcome"),
     [
-        pytest.param(IMAGES, "completed", id="image-completed"),
+        pytest.param(IMAGES_PATH, "completed", id="image-completed"),
         pytest.param(VIDEOS, "completed", id="video-completed"),
-        pytest.param(IMAGES, "failed", id="image-failed", marks=pytest.mark.sandbox),
-        pytest.param(IMAGES, "cancelled", id="image-cancelled", marks=pytest.mark.sandbox),
+        pytest.param(IMAGES_PATH, "failed", id="image-failed", marks=pytest.mark.sandbox),
+        pytest.param(IMAGES_PATH, "cancelled", id="image-cancelled", marks=pytest.mark.sandbox),
     ],
 )
 @pytest.mark.requirement("GEN-RECORD-01", "GEN-STATE-02")

@@ -30,7 +30,7 @@ from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Secret
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed, submit_generation
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
@@ -180,7 +180,7 @@ class Scenario:
 
     kind: TargetKind = "webhook.url"
     role: str = "primary"
-    path: str = "/v1/images/generate"
+    path: str = IMAGES_PATH
     outcome: Literal["completed", "failed", "cancelled"] = "completed"
     events: tuple[str, ...] | None = None
     replies: tuple[int, ...] = (200,)

@@ -28,6 +28,8 @@ __all__ = [
 SUBMIT_PROMPT: Final = "conformance suite: a red square"
 #: Spec §8: the tier record of the key's account.
 TIER_PATH: Final = "/v1/account/tier"
+#: Spec §4: the image submit, the suite's usual generation; it accepts callback_url and
+#: webhook (scope images:generate).
 IMAGES_PATH: Final = "/v1/images/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
 #: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
