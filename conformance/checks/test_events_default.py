@@ -21,7 +21,7 @@ from conformance.observe.timing import delivery_deadline
 from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, outcome_prompt
 
 
 def _assert_event_arrives(
@@ -50,8 +50,7 @@ def test_failed_sent_without_events_field(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
 ) -> None:
     """With no events field (or a bare callback_url) a failure sends generation.failed."""
-    prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
-    submit_with_target(api, endpoint.url, kind=kind, prompt=prompt)
+    submit_with_target(api, endpoint.url, kind=kind, prompt=outcome_prompt(profile, "failed"))
     _assert_event_arrives(endpoint, profile, FAILED, "EVT-DEFAULT-02")
 
 

@@ -19,7 +19,13 @@ from conformance.judge.asserts import assert_status, describe, error_detail, jso
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import (
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    GenerationOutcome,
+    SetupFailed,
+    outcome_prompt,
+)
 
 VIDEOS: Final = "/v1/videos/generate"
 #: Spec §3: the names that appear as event names and status.
@@ -118,16 +124,11 @@ def test_read_with_other_accounts_key_answers_404(
 )
 @pytest.mark.requirement("GEN-RECORD-01", "GEN-STATE-02")
 def test_read_record_reaches_final_status_in_time(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, outcome: str
+    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, outcome: GenerationOutcome
 ) -> None:
     """The record read shows the generation's id and reaches its final status within the
     profile's max_generation_seconds (completed; failed or cancelled by sandbox prompt)."""
-    marker = {
-        "completed": "",
-        "failed": f" {profile.sandbox.fail_prompt}",
-        "cancelled": f" {profile.sandbox.cancel_prompt}",
-    }[outcome]
-    generation_id = _submitted(api, path, endpoint, SUBMIT_PROMPT + marker)
+    generation_id = _submitted(api, path, endpoint, outcome_prompt(profile, outcome))
     record, elapsed = _settle(api, generation_id)
     seen = None if record is None else {k: record.get(k) for k in ("id", "status")}
     assert seen == {"id": generation_id, "status": outcome}, (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -18,8 +18,10 @@ __all__ = [
     "IMAGES_PATH",
     "SUBMIT_PROMPT",
     "TIER_PATH",
+    "GenerationOutcome",
     "RateRequest",
     "SetupFailed",
+    "outcome_prompt",
     "rate_request_of",
     "submit_generation",
 ]
@@ -35,6 +37,19 @@ IMAGES_PATH: Final = "/v1/images/generate"
 #: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
 #: generation in flight, nothing dialled.
 REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
+
+#: How a generation ends, as its prompt drives it (the profile's ``[sandbox]`` prompts).
+GenerationOutcome = Literal["completed", "failed", "cancelled"]
+
+
+def outcome_prompt(profile: Profile, outcome: GenerationOutcome) -> str:
+    """The prompt of a generation meant to end *outcome*: :data:`SUBMIT_PROMPT`, followed
+    by the profile's sandbox prompt for ``"failed"`` or ``"cancelled"``."""
+    if outcome == "failed":
+        return f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
+    if outcome == "cancelled":
+        return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
+    return SUBMIT_PROMPT
 
 
 @dataclass(frozen=True)
