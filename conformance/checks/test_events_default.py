@@ -21,7 +21,13 @@ from conformance.observe.timing import delivery_deadline
 from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, outcome_prompt
+from conformance.target.setup import (
+    EDIT_PATH,
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    VIDEOS_PATH,
+    outcome_prompt,
+)
 
 
 def _assert_event_arrives(
@@ -58,7 +64,7 @@ def test_failed_sent_without_events_field(
     ("path", "requirement_id"),
     [
         pytest.param(
-            "/v1/videos/generate",
+            VIDEOS_PATH,
             "EVT-APPLY-01",
             id="video",
             marks=pytest.mark.requirement("EVT-APPLY-01"),
@@ -83,7 +89,7 @@ def test_image_edit_with_target_sends_events(
     """An image edit submitted with a delivery target sends its event there (an
     interpretation: the spec's "images submitted with a delivery target")."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    response = api.request("POST", "/v1/images/edit", json=body)
+    response = api.request("POST", EDIT_PATH, json=body)
     assert response.status_code == 202, (
         f"EVT-APPLY-03: expected the edit to be asynchronous (202), saw {response.status_code}"
     )

@@ -22,12 +22,12 @@ from conformance.target.profile import Profile
 from conformance.target.setup import (
     IMAGES_PATH,
     SUBMIT_PROMPT,
+    VIDEOS_PATH,
     GenerationOutcome,
     SetupFailed,
     outcome_prompt,
 )
 
-VIDEOS: Final = "/v1/videos/generate"
 #: Spec §3: the names that appear as event names and status.
 FINAL: Final = frozenset({"completed", "failed", "cancelled"})
 #: A generation id no implementation has issued.
@@ -62,7 +62,7 @@ def _settle(api: ApiClient, generation_id: str) -> tuple[dict[str, Any] | None, 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(IMAGES_PATH, id="image"), pytest.param(VIDEOS, id="video")],
+    [pytest.param(IMAGES_PATH, id="image"), pytest.param(VIDEOS_PATH, id="video")],
 )
 @pytest.mark.requirement("GEN-READ-01")
 def test_read_with_submit_id_and_key_answers_2xx(
@@ -117,7 +117,7 @@ def test_read_with_other_accounts_key_answers_404(
     ("path", "outcome"),
     [
         pytest.param(IMAGES_PATH, "completed", id="image-completed"),
-        pytest.param(VIDEOS, "completed", id="video-completed"),
+        pytest.param(VIDEOS_PATH, "completed", id="video-completed"),
         pytest.param(IMAGES_PATH, "failed", id="image-failed", marks=pytest.mark.sandbox),
         pytest.param(IMAGES_PATH, "cancelled", id="image-cancelled", marks=pytest.mark.sandbox),
     ],

@@ -17,13 +17,17 @@ import pytest
 from conformance.judge.asserts import assert_status, describe, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, submit_generation
+from conformance.target.setup import (
+    EDIT_PATH,
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    VIDEOS_PATH,
+    submit_generation,
+)
 
 #: Text beyond ASCII for a prompt: JSON exchanged between systems is UTF-8 (RFC 8259
 #: §8.1), and the spec puts no rule on a prompt's characters (§4: "Text prompt.").
 NON_ASCII: Final = "un carré rouge, 赤い四角"
-EDIT: Final = "/v1/images/edit"
-VIDEOS: Final = "/v1/videos/generate"
 
 
 def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
@@ -48,7 +52,7 @@ def test_image_submit_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
 @pytest.mark.requirement("GEN-EDIT-02")
 def test_edit_submit_with_prompt_and_target_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
     """An edit submit of an instruction (prompt) and a delivery target is answered 202."""
-    response = _submit(api, EDIT, endpoint)
+    response = _submit(api, EDIT_PATH, endpoint)
     assert_status(response, 202)
 
 
@@ -56,8 +60,8 @@ def test_edit_submit_with_prompt_and_target_answers_202(api: ApiClient, endpoint
     "path",
     [
         pytest.param(IMAGES_PATH, id="images-generate"),
-        pytest.param(EDIT, id="images-edit"),
-        pytest.param(VIDEOS, id="videos-generate"),
+        pytest.param(EDIT_PATH, id="images-edit"),
+        pytest.param(VIDEOS_PATH, id="videos-generate"),
     ],
 )
 @pytest.mark.requirement("GEN-ID-01")
@@ -88,7 +92,7 @@ def test_video_submit_answers_202_with_id(
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT}
     if with_target:
         body["webhook"] = {"url": endpoint.url}
-    response = api.request("POST", VIDEOS, json=body)
+    response = api.request("POST", VIDEOS_PATH, json=body)
     assert_status(response, 202)
     assert isinstance(_id_of(response), str), (
         f"GEN-VIDEO-07: expected the 202 to carry the generation id, saw {describe(response)}"
@@ -171,7 +175,7 @@ def test_video_submit_without_duration_or_resolution_answers_202(
     """A video submit of a prompt and a delivery target, with neither duration nor
     resolution (both optional, §4), is answered 202."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
-    assert_status(api.request("POST", VIDEOS, json=body), 202)
+    assert_status(api.request("POST", VIDEOS_PATH, json=body), 202)
 
 
 @pytest.mark.requirement("GEN-ID-02")

@@ -23,13 +23,11 @@ from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
+from conformance.target.setup import EDIT_PATH, IMAGES_PATH, SUBMIT_PROMPT, VIDEOS_PATH
 from conformance.target.webhooks import delete_webhook, register_webhook
 
-EDIT: Final = "/v1/images/edit"
-VIDEOS: Final = "/v1/videos/generate"
 #: The requirement that says each endpoint takes both target forms as the image submit does.
-SAME_TARGETS: Final = {EDIT: "GEN-EDIT-01", VIDEOS: "GEN-VIDEO-06"}
+SAME_TARGETS: Final = {EDIT_PATH: "GEN-EDIT-01", VIDEOS_PATH: "GEN-VIDEO-06"}
 #: A callback target every implementation must refuse (a private address, §4), from the
 #: fixture vectors whose own requirement is a MUST.
 BAD_CALLBACK: Final = must_reject_vector("http://10.0.0.1:9/").template
@@ -51,12 +49,12 @@ def _target_cases() -> list[Any]:
 def _skip_if_edit_body_refused(api: ApiClient, path: str) -> None:
     """Skip an edit check when this suite's prompt-only edit body is refused even without
     a target: then the answer says nothing about the target (the edit body is not shown)."""
-    if path != EDIT:
+    if path != EDIT_PATH:
         return
     bare = api.request("POST", path, json={"prompt": SUBMIT_PROMPT})
     if not 200 <= bare.status_code < 300:
         pytest.skip(
-            f"POST {EDIT} refuses this suite's prompt-only edit body even without a "
+            f"POST {EDIT_PATH} refuses this suite's prompt-only edit body even without a "
             f"target ({describe(bare)}); the rest of the edit body is not shown (§4)"
         )
 

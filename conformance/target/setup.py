@@ -15,9 +15,11 @@ from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 
 __all__ = [
+    "EDIT_PATH",
     "IMAGES_PATH",
     "SUBMIT_PROMPT",
     "TIER_PATH",
+    "VIDEOS_PATH",
     "GenerationOutcome",
     "RateRequest",
     "SetupFailed",
@@ -33,6 +35,9 @@ TIER_PATH: Final = "/v1/account/tier"
 #: Spec §4: the image submit, the suite's usual generation; it accepts callback_url and
 #: webhook (scope images:generate).
 IMAGES_PATH: Final = "/v1/images/generate"
+#: Spec §4: the image edit and the video submit (scopes images:edit, videos:generate).
+EDIT_PATH: Final = "/v1/images/edit"
+VIDEOS_PATH: Final = "/v1/videos/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
 #: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
 #: generation in flight, nothing dialled.
