@@ -35,6 +35,12 @@ SURFACES = {
         "workers_of"
     ),
     "conformance.run.commands.load": "EXIT_HARNESS locust_request main register",
+    "conformance.run.fixtures.client": "adapter api make_api recorder",
+    "conformance.run.fixtures.labs": "Labs labs",
+    "conformance.run.fixtures.profile": "leases profile profile_path redactor",
+    "conformance.run.fixtures.receiver": (
+        "canary canary_listeners dns_server endpoint final_events make_endpoint receiver"
+    ),
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (
         "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"

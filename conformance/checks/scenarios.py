@@ -14,6 +14,7 @@ from typing import Final
 import pytest
 
 from conformance.observe.events import Scenario
+from conformance.target.setup import VIDEOS_PATH
 
 __all__ = [
     "BY_OUTCOME",
@@ -36,7 +37,7 @@ REGISTERED: Final = Scenario(kind="webhook.id")
 #: A generation that fails (the profile's sandbox prompt).
 FAILED_INLINE: Final = Scenario(kind="webhook.url", outcome="failed")
 #: A video generation.
-VIDEO: Final = Scenario(kind="webhook.url", path="/v1/videos/generate")
+VIDEO: Final = Scenario(kind="webhook.url", path=VIDEOS_PATH)
 #: The receiver fails twice, then accepts: three attempts of one delivery (spec §6).
 RETRIED: Final = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
 

@@ -32,7 +32,7 @@ from conformance.secrets import Secret
 from conformance.target.adapter_declaration import Listed
 from conformance.target.adapters import console_request, declared
 from conformance.target.client import ApiClient
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 pytestmark = pytest.mark.console
@@ -184,7 +184,7 @@ def test_submit_naming_a_deleted_webhook_returns_404(api: ApiClient, endpoint: E
     delete_webhook(api, created)
     response = api.request(
         "POST",
-        "/v1/images/generate",
+        IMAGES_PATH,
         json={"prompt": SUBMIT_PROMPT, "webhook": {"id": created.id}},
     )
     assert_status(response, 404)

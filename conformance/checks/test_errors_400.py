@@ -25,10 +25,7 @@ from conformance.judge.strategies import MAX_URL_LENGTH, must_reject_vector
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Receiver
 from conformance.target.client import ApiClient
-from conformance.target.setup import SUBMIT_PROMPT
-
-#: Spec §4: image submits accept callback_url and webhook (scope images:generate).
-SUBMIT: Final = "/v1/images/generate"
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 
 def _bad_scheme(receiver: Receiver) -> str:
@@ -77,4 +74,4 @@ def test_invalid_callback_target_condition_answered_400(
     private address, over 2048 characters) is answered 400."""
     url = CONDITIONS[condition][1](receiver)
     body = {"prompt": SUBMIT_PROMPT, **target_body(field, url)}
-    assert_status(api.request("POST", SUBMIT, json=body), 400)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 400)

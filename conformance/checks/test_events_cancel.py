@@ -35,7 +35,7 @@ from conformance.observe.waits import (
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, outcome_prompt
 
 SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED,))
 
@@ -43,10 +43,6 @@ SUBSCRIBED = Scenario(kind="webhook.url", outcome="cancelled", events=(CANCELLED
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     return labs.events("events-cancel")
-
-
-def _cancel_prompt(profile: Profile) -> str:
-    return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
 
 
 def _assert_nothing_sent(
@@ -83,7 +79,9 @@ def test_cancelled_not_sent_without_subscription(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
 ) -> None:
     """Without an explicit subscription a cancelled generation sends no generation.cancelled."""
-    generation_id = submit_with_target(api, endpoint.url, kind=kind, prompt=_cancel_prompt(profile))
+    generation_id = submit_with_target(
+        api, endpoint.url, kind=kind, prompt=outcome_prompt(profile, "cancelled")
+    )
     _assert_nothing_sent(api, endpoint, generation_id, CANCELLED, "EVT-CANCEL-01")
 
 
@@ -93,7 +91,9 @@ def test_cancelled_sent_when_subscribed(
     api: ApiClient, endpoint: Endpoint, profile: Profile
 ) -> None:
     """A binding whose events list generation.cancelled receives it on cancellation."""
-    submit_with_target(api, endpoint.url, prompt=_cancel_prompt(profile), events=(CANCELLED,))
+    submit_with_target(
+        api, endpoint.url, prompt=outcome_prompt(profile, "cancelled"), events=(CANCELLED,)
+    )
     try:
         wait_for_event(endpoint, CANCELLED, delivery_deadline(profile))
     except DeliveryTimeout as error:
@@ -142,7 +142,7 @@ def test_unknown_event_name_is_refused(api: ApiClient, endpoint: Endpoint) -> No
     interpretation)."""
     events = (COMPLETED, FAILED, "generation.conformance-unknown")
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url, events=events)}
-    response = api.request("POST", "/v1/images/generate", json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     assert 400 <= response.status_code < 500, (
         f"EVT-SUB-02: expected a 4xx for the unknown event name, saw {response.status_code}"
     )

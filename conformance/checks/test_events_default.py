@@ -21,7 +21,13 @@ from conformance.observe.timing import delivery_deadline
 from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import (
+    EDIT_PATH,
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    VIDEOS_PATH,
+    outcome_prompt,
+)
 
 
 def _assert_event_arrives(
@@ -50,27 +56,30 @@ def test_failed_sent_without_events_field(
     api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
 ) -> None:
     """With no events field (or a bare callback_url) a failure sends generation.failed."""
-    prompt = f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
-    submit_with_target(api, endpoint.url, kind=kind, prompt=prompt)
+    submit_with_target(api, endpoint.url, kind=kind, prompt=outcome_prompt(profile, "failed"))
     _assert_event_arrives(endpoint, profile, FAILED, "EVT-DEFAULT-02")
 
 
-@pytest.mark.requirement("EVT-APPLY-01")
-def test_video_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+@pytest.mark.parametrize(
+    ("path", "requirement_id"),
+    [
+        pytest.param(
+            VIDEOS_PATH,
+            "EVT-APPLY-01",
+            id="video",
+            marks=pytest.mark.requirement("EVT-APPLY-01"),
+        ),
+        pytest.param(
+            IMAGES_PATH, "EVT-APPLY-02", id="image", marks=pytest.mark.requirement("EVT-APPLY-02")
+        ),
+    ],
+)
+def test_generation_with_target_sends_events(
+    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, requirement_id: str
 ) -> None:
-    """A video generation submitted with a delivery target sends its event there."""
-    submit_with_target(api, endpoint.url, path="/v1/videos/generate")
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-01")
-
-
-@pytest.mark.requirement("EVT-APPLY-02")
-def test_image_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
-) -> None:
-    """An image generation submitted with a delivery target sends its event there."""
-    submit_with_target(api, endpoint.url, path="/v1/images/generate")
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-02")
+    """A video or image generation submitted with a delivery target sends its event there."""
+    submit_with_target(api, endpoint.url, path=path)
+    _assert_event_arrives(endpoint, profile, COMPLETED, requirement_id)
 
 
 @pytest.mark.requirement("EVT-APPLY-03")
@@ -80,7 +89,7 @@ def test_image_edit_with_target_sends_events(
     """An image edit submitted with a delivery target sends its event there (an
     interpretation: the spec's "images submitted with a delivery target")."""
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    response = api.request("POST", "/v1/images/edit", json=body)
+    response = api.request("POST", EDIT_PATH, json=body)
     assert response.status_code == 202, (
         f"EVT-APPLY-03: expected the edit to be asynchronous (202), saw {response.status_code}"
     )

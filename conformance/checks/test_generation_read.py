@@ -19,10 +19,15 @@ from conformance.judge.asserts import assert_status, describe, error_detail, jso
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import (
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    VIDEOS_PATH,
+    GenerationOutcome,
+    SetupFailed,
+    outcome_prompt,
+)
 
-IMAGES: Final = "/v1/images/generate"
-VIDEOS: Final = "/v1/videos/generate"
 #: Spec §3: the names that appear as event names and status.
 FINAL: Final = frozenset({"completed", "failed", "cancelled"})
 #: A generation id no implementation has issued.
@@ -57,7 +62,7 @@ def _settle(api: ApiClient, generation_id: str) -> tuple[dict[str, Any] | None, 
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(IMAGES, id="image"), pytest.param(VIDEOS, id="video")],
+    [pytest.param(IMAGES_PATH, id="image"), pytest.param(VIDEOS_PATH, id="video")],
 )
 @pytest.mark.requirement("GEN-READ-01")
 def test_read_with_submit_id_and_key_answers_2xx(
@@ -100,7 +105,7 @@ def test_read_with_other_accounts_key_answers_404(
     if foreign.account == mine.account:
         pytest.skip("needs a foreign key of another account than primary's")
     prompt = f"{SUBMIT_PROMPT} conformance-read-foreign"
-    generation_id = _submitted(api, IMAGES, endpoint, prompt)
+    generation_id = _submitted(api, IMAGES_PATH, endpoint, prompt)
     response = api.request("GET", f"/v1/generations/{generation_id}", role="foreign")
     assert response.status_code == 404 and "conformance-read-foreign" not in response.text, (
         f"GEN-READ-03: GET /v1/generations/{generation_id} with another account's key: "
@@ -111,24 +116,19 @@ def test_read_with_other_accounts_key_answers_404(
 @pytest.mark.parametrize(
     ("path", "outcome"),
     [
-        pytest.param(IMAGES, "completed", id="image-completed"),
-        pytest.param(VIDEOS, "completed", id="video-completed"),
-        pytest.param(IMAGES, "failed", id="image-failed", marks=pytest.mark.sandbox),
-        pytest.param(IMAGES, "cancelled", id="image-cancelled", marks=pytest.mark.sandbox),
+        pytest.param(IMAGES_PATH, "completed", id="image-completed"),
+        pytest.param(VIDEOS_PATH, "completed", id="video-completed"),
+        pytest.param(IMAGES_PATH, "failed", id="image-failed", marks=pytest.mark.sandbox),
+        pytest.param(IMAGES_PATH, "cancelled", id="image-cancelled", marks=pytest.mark.sandbox),
     ],
 )
 @pytest.mark.requirement("GEN-RECORD-01", "GEN-STATE-02")
 def test_read_record_reaches_final_status_in_time(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, outcome: str
+    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, outcome: GenerationOutcome
 ) -> None:
     """The record read shows the generation's id and reaches its final status within the
     profile's max_generation_seconds (completed; failed or cancelled by sandbox prompt)."""
-    marker = {
-        "completed": "",
-        "failed": f" {profile.sandbox.fail_prompt}",
-        "cancelled": f" {profile.sandbox.cancel_prompt}",
-    }[outcome]
-    generation_id = _submitted(api, path, endpoint, SUBMIT_PROMPT + marker)
+    generation_id = _submitted(api, path, endpoint, outcome_prompt(profile, outcome))
     record, elapsed = _settle(api, generation_id)
     seen = None if record is None else {k: record.get(k) for k in ("id", "status")}
     assert seen == {"id": generation_id, "status": outcome}, (

@@ -47,7 +47,7 @@ from conformance.observe.timing import delivery_deadline
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SetupFailed
+from conformance.target.setup import VIDEOS_PATH, SetupFailed
 
 #: Spec §3 and §6: attempts before a delivery is exhausted.
 ATTEMPTS: Final = 3
@@ -57,7 +57,7 @@ FAILS: Final = Scenario(outcome="failed")
 COMPLETES: Final = (
     Scenario(),
     Scenario(kind="callback_url"),
-    Scenario(path="/v1/videos/generate"),
+    Scenario(path=VIDEOS_PATH),
 )
 #: The most generations the run-wide check reads (one GET each, its client's request
 #: budget); a full run has a few hundred, and any beyond are counted as not checked.

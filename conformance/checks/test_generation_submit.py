@@ -17,14 +17,17 @@ import pytest
 from conformance.judge.asserts import assert_status, describe, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
-from conformance.target.setup import SUBMIT_PROMPT, submit_generation
+from conformance.target.setup import (
+    EDIT_PATH,
+    IMAGES_PATH,
+    SUBMIT_PROMPT,
+    VIDEOS_PATH,
+    submit_generation,
+)
 
-IMAGES: Final = "/v1/images/generate"
 #: Text beyond ASCII for a prompt: JSON exchanged between systems is UTF-8 (RFC 8259
 #: §8.1), and the spec puts no rule on a prompt's characters (§4: "Text prompt.").
 NON_ASCII: Final = "un carré rouge, 赤い四角"
-EDIT: Final = "/v1/images/edit"
-VIDEOS: Final = "/v1/videos/generate"
 
 
 def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
@@ -42,23 +45,23 @@ def _id_of(response: httpx.Response) -> object:
 @pytest.mark.requirement("GEN-IMAGE-07")
 def test_image_submit_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
     """An accepted image submit is answered with exactly HTTP 202 (spec §1, §4)."""
-    response = _submit(api, IMAGES, endpoint)
+    response = _submit(api, IMAGES_PATH, endpoint)
     assert_status(response, 202)
 
 
 @pytest.mark.requirement("GEN-EDIT-02")
 def test_edit_submit_with_prompt_and_target_answers_202(api: ApiClient, endpoint: Endpoint) -> None:
     """An edit submit of an instruction (prompt) and a delivery target is answered 202."""
-    response = _submit(api, EDIT, endpoint)
+    response = _submit(api, EDIT_PATH, endpoint)
     assert_status(response, 202)
 
 
 @pytest.mark.parametrize(
     "path",
     [
-        pytest.param(IMAGES, id="images-generate"),
-        pytest.param(EDIT, id="images-edit"),
-        pytest.param(VIDEOS, id="videos-generate"),
+        pytest.param(IMAGES_PATH, id="images-generate"),
+        pytest.param(EDIT_PATH, id="images-edit"),
+        pytest.param(VIDEOS_PATH, id="videos-generate"),
     ],
 )
 @pytest.mark.requirement("GEN-ID-01")
@@ -89,7 +92,7 @@ def test_video_submit_answers_202_with_id(
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT}
     if with_target:
         body["webhook"] = {"url": endpoint.url}
-    response = api.request("POST", VIDEOS, json=body)
+    response = api.request("POST", VIDEOS_PATH, json=body)
     assert_status(response, 202)
     assert isinstance(_id_of(response), str), (
         f"GEN-VIDEO-07: expected the 202 to carry the generation id, saw {describe(response)}"
@@ -99,7 +102,7 @@ def test_video_submit_answers_202_with_id(
 @pytest.mark.requirement("GEN-IMAGE-08")
 def test_image_submit_without_target_answers_202_with_id(api: ApiClient) -> None:
     """An image submit with a prompt and no delivery target is also answered 202 with an id."""
-    response = api.request("POST", IMAGES, json={"prompt": SUBMIT_PROMPT})
+    response = api.request("POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT})
     assert_status(response, 202)
     assert isinstance(_id_of(response), str), (
         f"GEN-IMAGE-08: expected the 202 to carry the generation id, saw {describe(response)}"
@@ -127,12 +130,12 @@ def test_submit_json_body_with_json_content_type_accepted(
     text = json.dumps(body, indent=indent, separators=separators, ensure_ascii=False)
     response = api.request(
         "POST",
-        IMAGES,
+        IMAGES_PATH,
         content=text.encode("utf-8"),
         headers={"Content-Type": "application/json"},
     )
     assert 200 <= response.status_code < 300, (
-        f"GEN-JSON-01: POST {IMAGES} with a {spelling} JSON body and Content-Type: "
+        f"GEN-JSON-01: POST {IMAGES_PATH} with a {spelling} JSON body and Content-Type: "
         f"application/json: expected it accepted (2xx), saw {describe(response)}"
     )
 
@@ -142,7 +145,7 @@ def test_image_submit_without_size_answers_202(api: ApiClient, endpoint: Endpoin
     """An image submit of a prompt and a delivery target, with no size (an optional
     field, §4), is answered 202."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
-    assert_status(api.request("POST", IMAGES, json=body), 202)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 202)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +164,7 @@ def test_image_submit_with_webhook_binding_answers_202(
     binding: dict[str, Any] = {"url": endpoint.url}
     if events is not None:
         binding["events"] = events
-    response = api.request("POST", IMAGES, json={"prompt": SUBMIT_PROMPT, "webhook": binding})
+    response = api.request("POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "webhook": binding})
     assert_status(response, 202)
 
 
@@ -172,7 +175,7 @@ def test_video_submit_without_duration_or_resolution_answers_202(
     """A video submit of a prompt and a delivery target, with neither duration nor
     resolution (both optional, §4), is answered 202."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
-    assert_status(api.request("POST", VIDEOS, json=body), 202)
+    assert_status(api.request("POST", VIDEOS_PATH, json=body), 202)
 
 
 @pytest.mark.requirement("GEN-ID-02")
@@ -181,8 +184,9 @@ def test_two_identical_submits_answer_distinct_ids(api: ApiClient, endpoint: End
     different ids (each is the id GET /v1/generations/{id} reads one generation by)."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
     first, second = (
-        submit_generation(api, IMAGES, body, context=f"submit {n} of 2 of one body") for n in (1, 2)
+        submit_generation(api, IMAGES_PATH, body, context=f"submit {n} of 2 of one body")
+        for n in (1, 2)
     )
     assert first != second, (
-        f"GEN-ID-02: two submits of one body to {IMAGES} both answered the id {first!r}"
+        f"GEN-ID-02: two submits of one body to {IMAGES_PATH} both answered the id {first!r}"
     )

@@ -23,14 +23,11 @@ from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import EDIT_PATH, IMAGES_PATH, SUBMIT_PROMPT, VIDEOS_PATH
 from conformance.target.webhooks import delete_webhook, register_webhook
 
-IMAGES: Final = "/v1/images/generate"
-EDIT: Final = "/v1/images/edit"
-VIDEOS: Final = "/v1/videos/generate"
 #: The requirement that says each endpoint takes both target forms as the image submit does.
-SAME_TARGETS: Final = {EDIT: "GEN-EDIT-01", VIDEOS: "GEN-VIDEO-06"}
+SAME_TARGETS: Final = {EDIT_PATH: "GEN-EDIT-01", VIDEOS_PATH: "GEN-VIDEO-06"}
 #: A callback target every implementation must refuse (a private address, §4), from the
 #: fixture vectors whose own requirement is a MUST.
 BAD_CALLBACK: Final = must_reject_vector("http://10.0.0.1:9/").template
@@ -52,12 +49,12 @@ def _target_cases() -> list[Any]:
 def _skip_if_edit_body_refused(api: ApiClient, path: str) -> None:
     """Skip an edit check when this suite's prompt-only edit body is refused even without
     a target: then the answer says nothing about the target (the edit body is not shown)."""
-    if path != EDIT:
+    if path != EDIT_PATH:
         return
     bare = api.request("POST", path, json={"prompt": SUBMIT_PROMPT})
     if not 200 <= bare.status_code < 300:
         pytest.skip(
-            f"POST {EDIT} refuses this suite's prompt-only edit body even without a "
+            f"POST {EDIT_PATH} refuses this suite's prompt-only edit body even without a "
             f"target ({describe(bare)}); the rest of the edit body is not shown (§4)"
         )
 
@@ -69,11 +66,11 @@ def test_image_submit_with_callback_url_answers_202_and_delivers(
     """An image submit with ``callback_url`` (the legacy flat body) is answered 202 and
     its event is delivered to that URL."""
     body = {"prompt": SUBMIT_PROMPT, "callback_url": endpoint.url}
-    assert_status(api.request("POST", IMAGES, json=body), 202)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 202)
     try:
         endpoint.wait_for(1, delivery_deadline(profile))
     except DeliveryTimeout as missing:
-        fail(f"POST {IMAGES} with callback_url {endpoint.url!r}: no event arrived: {missing}")
+        fail(f"POST {IMAGES_PATH} with callback_url {endpoint.url!r}: no event arrived: {missing}")
 
 
 @pytest.mark.parametrize(("path", "field"), _target_cases())
@@ -90,7 +87,7 @@ def test_submit_endpoint_accepts_both_target_forms(
     _skip_if_edit_body_refused(api, path)
     fail(
         f"POST {path} with {field} on the suite's receiver: expected the submit accepted "
-        f"(2xx), as {IMAGES} accepts it, saw {describe(response)}"
+        f"(2xx), as {IMAGES_PATH} accepts it, saw {describe(response)}"
     )
 
 
@@ -118,10 +115,10 @@ def test_registered_webhook_id_names_it_in_webhook_id(
     webhook = register_webhook(api, endpoint.url)
     try:
         body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": webhook.id}}
-        response = api.request("POST", IMAGES, json=body)
+        response = api.request("POST", IMAGES_PATH, json=body)
         if response.status_code != 202:
             fail(
-                f"POST {IMAGES} with webhook.id {webhook.id!r} (the id POST /api/webhooks "
+                f"POST {IMAGES_PATH} with webhook.id {webhook.id!r} (the id POST /api/webhooks "
                 f"answered): expected 202, saw {describe(response)}"
             )
         try:

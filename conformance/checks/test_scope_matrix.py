@@ -24,6 +24,7 @@ from conformance.run.fixtures import run_profile
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import KeyProfile, Profile
+from conformance.target.setup import EDIT_PATH
 
 #: Requirement ids per scope: (outside the scope → 403, inside → not refused).
 _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -41,7 +42,7 @@ _NOT_INSIDE = frozenset({"restricted-models"})
 #: Operations whose request body the spec shows only in part ("The rest of the request
 #: body: not shown", §4): the suite's body is a guess, and which the service judges first,
 #: the body or the scope, is not stated.
-_BODY_NOT_SHOWN = frozenset({("POST", "/v1/images/edit")})
+_BODY_NOT_SHOWN = frozenset({("POST", EDIT_PATH)})
 
 
 def _scoped_operations() -> list[Operation]:

@@ -32,7 +32,7 @@ from conformance.secrets import Secret
 from conformance.target.adapters import Adapter
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_per_key_secret_stable_across_deliveries(
     same per-key secret."""
     earlier = lab.get(INLINE)
     body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
-    response = api.request("POST", "/v1/images/generate", json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     assert response.status_code == 202, f"setup: the submit answered {response.status_code}"
     later = endpoint.wait_for(1, timeout=delivery_deadline(profile))[0]
     secret = signing_secret(profile, "primary")
@@ -171,10 +171,10 @@ def test_per_key_secret_never_in_v1_response(
     gen = generated.generation_id
     delivery_id = generated.first.header("Delivery") or "evt_0"
     probes = [
-        ("POST", "/v1/images/generate", {"prompt": SUBMIT_PROMPT}),
+        ("POST", IMAGES_PATH, {"prompt": SUBMIT_PROMPT}),
         (
             "POST",
-            "/v1/images/generate",
+            IMAGES_PATH,
             {"prompt": SUBMIT_PROMPT, "callback_url": "ftp://127.0.0.2:9/"},
         ),
         ("GET", f"/v1/generations/{gen}", None),

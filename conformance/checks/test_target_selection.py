@@ -23,11 +23,9 @@ from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
-#: Spec §4: image submits accept callback_url and webhook (scope images:generate).
-SUBMIT: Final = "/v1/images/generate"
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
 UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
 #: A callback target every implementation must refuse (spec §4: "Loopback, private ranges
@@ -47,7 +45,7 @@ def _accepted(api: ApiClient, body: dict[str, Any]) -> str:
     """Submit *body*; the generation id of its acceptance, which the check's rules require.
     Any 2xx is accepted here: that it is exactly 202 is the submit endpoints' own rule
     (GEN-IMAGE-07), not the rule of the check that calls."""
-    response = api.request("POST", SUBMIT, json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     if not 200 <= response.status_code < 300:
         fail(f"expected the submit accepted (202), saw {describe(response)}")
     try:
@@ -263,7 +261,7 @@ def test_target_invalid_losing_callback_url_answered_400(
 ) -> None:
     """A valid webhook.url beside an invalid callback_url (the loser) is still refused with 400."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}, "callback_url": BAD_CALLBACK}
-    assert_status(api.request("POST", SUBMIT, json=body), 400)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 400)
 
 
 # -- rule 3: bad or foreign webhook id ---------------------------------------------------
@@ -273,7 +271,7 @@ def test_target_invalid_losing_callback_url_answered_400(
 def test_target_unknown_webhook_id_answered_404(api: ApiClient) -> None:
     """A submit whose webhook.id names no registered webhook is answered 404."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
-    assert_status(api.request("POST", SUBMIT, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
 
 
 @pytest.mark.console
@@ -284,7 +282,7 @@ def test_target_foreign_webhook_id_answered_404(
     """A submit whose webhook.id is another account's registered webhook is answered 404."""
     foreign = webhooks(endpoint.url, session="second")
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
-    assert_status(api.request("POST", SUBMIT, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
     endpoint.assert_quiet(QUIET_SECONDS)
 
 
@@ -293,7 +291,7 @@ def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient, profile: Pr
     """A submit refused for an unknown webhook id spends no credits."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
     response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
+        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-ID-03"
     )
     assert_refused(response, "an unknown webhook id")
 
@@ -310,7 +308,7 @@ def test_target_foreign_webhook_id_spends_no_credits(
     foreign = webhooks(endpoint.url, session="second")
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
     response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-ID-03"
+        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-ID-03"
     )
     assert_refused(response, "another account's webhook id")
 
@@ -323,7 +321,7 @@ def test_target_foreign_webhook_id_spends_no_credits(
 def test_target_invalid_callback_target_answered_400(api: ApiClient, field: TargetKind) -> None:
     """A submit whose callback target fails validation is answered 400."""
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, **target_body(field, BAD_CALLBACK)}
-    assert_status(api.request("POST", SUBMIT, json=body), 400)
+    assert_status(api.request("POST", IMAGES_PATH, json=body), 400)
 
 
 @pytest.mark.parametrize("field", ["callback_url", "webhook.url"])
@@ -334,7 +332,7 @@ def test_target_invalid_callback_target_spends_no_credits(
     """A submit refused for a callback target failing validation spends no credits."""
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, **target_body(field, BAD_CALLBACK)}
     response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", SUBMIT, json=body), "TARGET-URL-02"
+        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-URL-02"
     )
     assert_refused(response, f"an invalid {field}")
 
@@ -343,7 +341,7 @@ def test_target_invalid_callback_target_spends_no_credits(
 def test_target_webhook_without_id_or_url_refused(api: ApiClient) -> None:
     """A webhook binding with neither id nor url (only events) is refused with a 4xx."""
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"events": ["generation.completed"]}}
-    response = api.request("POST", SUBMIT, json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     assert 400 <= response.status_code < 500, (
         f"TARGET-URL-03: expected a 4xx refusal of a webhook with neither id nor url, "
         f"saw {describe(response)}"
@@ -362,7 +360,9 @@ def test_target_webhook_without_id_or_url_refused(api: ApiClient) -> None:
 @pytest.mark.requirement("URL-FORM-07")
 def test_target_callback_url_not_a_string_refused(api: ApiClient, value: object) -> None:
     """A callback_url that is not a string (spec §2, §4: a URL string) is refused with a 4xx."""
-    response = api.request("POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, "callback_url": value})
+    response = api.request(
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "callback_url": value}
+    )
     assert 400 <= response.status_code < 500, (
         f"URL-FORM-07: expected a 4xx refusal of callback_url={value!r}, saw {describe(response)}"
     )

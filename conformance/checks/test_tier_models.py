@@ -18,14 +18,14 @@ from conformance.judge.asserts import assert_status, describe, json_object
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, VIDEOS_PATH, SetupFailed
 
 ROLE: Final = "restricted-models"
 TIER_PATH: Final = "/v1/account/tier"
 #: Spec §4: the submit path and scope of each category whose path is shown.
 SUBMITS: Final = {
-    "image": ("/v1/images/generate", "images:generate"),
-    "video": ("/v1/videos/generate", "videos:generate"),
+    "image": (IMAGES_PATH, "images:generate"),
+    "video": (VIDEOS_PATH, "videos:generate"),
 }
 
 

@@ -48,10 +48,8 @@ from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import CanaryView, Receiver
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
-#: Spec §4: image submits accept callback_url and webhook (scope images:generate).
-SUBMIT: Final = "/v1/images/generate"
 #: Generated URLs per parametrised case: enough to reach a range's edges and spellings,
 #: few enough that the whole URL area stays well under a minute.
 EXAMPLES: Final = 12
@@ -117,10 +115,10 @@ def _submit_expecting_400(
 ) -> None:
     """Submit *url* in *field*: 400 expected (the failure names every id the case cites)."""
     body = {"prompt": SUBMIT_PROMPT, **target_body(field, url)}
-    response = api.request("POST", SUBMIT, json=body)
+    response = api.request("POST", IMAGES_PATH, json=body)
     if response.status_code != 400:
         fail(
-            f"POST {SUBMIT} with {field}={url[:160]!r} ({why}): expected 400, "
+            f"POST {IMAGES_PATH} with {field}={url[:160]!r} ({why}): expected 400, "
             f"saw {describe(response)}"
         )
     canary.assert_no_hits()

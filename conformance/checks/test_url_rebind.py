@@ -32,10 +32,8 @@ from conformance.observe.receiver import CanaryView, Endpoint, Receiver
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
 
-#: Spec §4: image submits accept callback_url (scope images:generate).
-SUBMIT: Final = "/v1/images/generate"
 #: Spec §3: max 3 attempts; a target that always fails ends the delivery exhausted.
 ATTEMPTS: Final = 3
 
@@ -89,7 +87,7 @@ def rebound(
     name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
     endpoint.respond_with_statuses([500])
     url = f"http://{name}:{receiver.port}{endpoint.path}"
-    generation_id = submit_with_target(api, url, kind="callback_url", path=SUBMIT)
+    generation_id = submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
     try:
         arrived = endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
@@ -178,7 +176,7 @@ def test_url_name_resolving_to_private_address_answered_400(
     port = canary.port if local and host_is_this_machine(address) else 9
     url = f"http://{name}:{port}/conformance"
     response = api.request(
-        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
     )
     if response.status_code != 400:
         fail(f"callback_url {url!r} ({name} -> {address}): expected 400, saw {describe(response)}")
@@ -193,7 +191,7 @@ def test_url_name_resolving_to_public_and_private_answered_400(
     name = dns_server.set(f"mixed-{secrets.token_hex(5)}", [_receiver_ip(receiver), "10.0.0.1"])
     url = f"http://{name}:9/conformance"
     response = api.request(
-        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
     )
     if response.status_code != 400:
         fail(

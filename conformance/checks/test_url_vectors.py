@@ -30,10 +30,7 @@ from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import CanaryView, Receiver
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
-
-#: Spec §4: image submits accept callback_url and webhook; the scope is images:generate.
-SUBMIT = "/v1/images/generate"
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 
 def _ids(vector: UrlVector, field: str) -> tuple[str, ...]:
@@ -66,7 +63,7 @@ def _assert_answered(
     was answered *expected*; *about* says what the vector is."""
     if response.status_code != expected:
         fail(
-            f"POST {SUBMIT} with {field}={shown_url!r} ({about}): expected {expected}, "
+            f"POST {IMAGES_PATH} with {field}={shown_url!r} ({about}): expected {expected}, "
             f"saw {describe(response)}"
         )
 
@@ -88,7 +85,7 @@ def test_url_vector_breaking_rule_answered_400(
     """A callback URL that breaks a callback URL rule fails the submit with 400, uncontacted."""
     url = vector.render(receiver.url_for(""), _canary_port(profile, canary))
     response = api.request(
-        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
     )
     _assert_answered(response, 400, field, url, vector.context())
     canary.assert_no_hits()
@@ -101,6 +98,6 @@ def test_url_vector_on_receiver_accepted(
     """A callback URL on the suite's receiver that meets every rule is accepted with 202."""
     url = vector.render(receiver.url_for(""))
     response = api.request(
-        "POST", SUBMIT, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, **target_body(field, url)}
     )
     _assert_answered(response, 202, field, url[:120], vector.why)

@@ -23,11 +23,10 @@ from conformance.observe.waits import event_of
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 PUBLIC: Final = [pytest.param(op, id=op.param_id) for op in operations() if op.public]
 #: Spec §9: images with a delivery target are asynchronous.
-IMAGES: Final = "/v1/images/generate"
 #: What a server answers for a path or method it does not serve.
 NOT_SERVED: Final = frozenset({404, 405})
 
@@ -65,7 +64,7 @@ def test_image_submit_with_target_is_asynchronous(
     """An image submit with a delivery target is answered 202 with an id, and its result
     is pushed to the target later (an event for that generation arrives there)."""
     response = api.request(
-        "POST", IMAGES, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
     )
     assert_status(response, 202)
     try:

@@ -21,7 +21,7 @@ from conformance.observe.receiver import Endpoint, Receiver
 from conformance.secrets import Redactor
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed, submit_generation
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
@@ -152,7 +152,7 @@ class OperationPaths:
     def _submit(self) -> None:
         body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": self.endpoint.url}}
         self._generation_id = submit_generation(
-            self.client, "/v1/images/generate", body, context="an image submit for the path ids"
+            self.client, IMAGES_PATH, body, context="an image submit for the path ids"
         )
 
     @property

@@ -72,6 +72,7 @@ __all__ = [
     "ipv6_in",
     "is_must",
     "iut_on_this_machine",
+    "literal_address",
     "must_reject_vector",
     "overlong_urls",
     "reject_ranges",
@@ -277,22 +278,33 @@ def _embedded_v4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None
     return None
 
 
+def literal_address(host: str) -> IPAddress | None:
+    """The address a URL's host literal names (None: it names none, e.g. a host name).
+
+    Brackets and an IPv6 zone id are left out; numeric IPv4 spellings are read as glibc
+    does (``inet_aton``: a local parse, no lookup).
+    """
+    text = host.strip("[]").split("%", 1)[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(text.rstrip(".")))
+    except OSError:
+        return None
+
+
 def host_is_this_machine(host: str) -> bool:
     """Whether a connection to *host* (a literal in any spelling) stays on this machine.
 
     Loopback, unspecified (0.0.0.0 and [::] reach local listeners) and the IPv6 forms that
-    carry them. Numeric IPv4 spellings are read as glibc does (``inet_aton``: a local
-    parse, no lookup). Host names are never this machine here: nothing resolves them.
+    carry them, in any spelling :func:`literal_address` reads. Host names are never this
+    machine here: nothing resolves them.
     """
-    text = host.strip("[]").split("%", 1)[0]
-    address: IPAddress | None
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        try:
-            address = ipaddress.IPv4Address(socket.inet_aton(text.rstrip(".")))
-        except OSError:
-            return False
+    address = literal_address(host)
+    if address is None:
+        return False
     if isinstance(address, ipaddress.IPv6Address):
         if address.is_loopback or address.is_unspecified:
             return True
@@ -403,21 +415,9 @@ def _host_of(template: str) -> str:
         return ""
 
 
-def _literal_address(host: str) -> IPAddress | None:
-    """The address a host literal names, numeric IPv4 spellings read as glibc does."""
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        pass
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
-    except OSError:
-        return None
-
-
 def _judging_range(template: str) -> str | None:
     """The range that decides a vector's host, described with its requirement."""
-    address = _literal_address(_host_of(template))
+    address = literal_address(_host_of(template))
     if address is None:
         return None
     entry = deciding_range(address)
@@ -436,7 +436,7 @@ def _has_leading_zero_part(host: str) -> bool:
 
 
 def _embeds_public_ipv4(host: str) -> bool:
-    address = _literal_address(host)
+    address = literal_address(host)
     if not isinstance(address, ipaddress.IPv6Address):
         return False
     embedding = embedding_of(address)

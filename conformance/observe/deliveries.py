@@ -35,14 +35,13 @@ from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Re
 from conformance.observe.timing import ATTEMPT_TIMEOUT_SECONDS, BACKOFF_SECONDS, judge_timing
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed, submit_generation
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
     "OUTCOMES",
     "RECORD_POLL_SECONDS",
     "RECORD_SETTLE_SECONDS",
-    "SUBMIT_PATH",
     "Chain",
     "Chains",
     "arrival_gaps",
@@ -54,8 +53,6 @@ __all__ = [
     "wait_for_record",
 ]
 
-#: Spec §4: image submits accept a delivery target (scope images:generate).
-SUBMIT_PATH: Final = "/v1/images/generate"
 #: The delivery outcome values (spec §2 Delivery record, §4 outcome filter).
 OUTCOMES: Final = ("delivered", "failed", "pending_retry", "exhausted")
 #: How often a record is read again while waiting for it to change (bounded by a deadline).
@@ -73,7 +70,7 @@ def submit_with_target(
     kind: TargetKind = "webhook.url",
     role: str = "primary",
     prompt: str = SUBMIT_PROMPT,
-    path: str = SUBMIT_PATH,
+    path: str = IMAGES_PATH,
     webhook_id: str | None = None,
     events: tuple[str, ...] | None = None,
 ) -> str:

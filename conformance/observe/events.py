@@ -30,7 +30,13 @@ from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Secret
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
-from conformance.target.setup import SUBMIT_PROMPT, SetupFailed, submit_generation
+from conformance.target.setup import (
+    IMAGES_PATH,
+    GenerationOutcome,
+    SetupFailed,
+    outcome_prompt,
+    submit_generation,
+)
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 __all__ = [
@@ -180,8 +186,8 @@ class Scenario:
 
     kind: TargetKind = "webhook.url"
     role: str = "primary"
-    path: str = "/v1/images/generate"
-    outcome: Literal["completed", "failed", "cancelled"] = "completed"
+    path: str = IMAGES_PATH
+    outcome: GenerationOutcome = "completed"
     events: tuple[str, ...] | None = None
     replies: tuple[int, ...] = (200,)
     count: int = 1
@@ -284,14 +290,6 @@ class EventLab:
         self._webhooks: list[RegisteredWebhook] = []
         self._endpoints: list[Endpoint] = []
 
-    def prompt(self, scenario: Scenario) -> str:
-        sandbox = self.profile.sandbox
-        if scenario.outcome == "failed":
-            return f"{SUBMIT_PROMPT} {sandbox.fail_prompt}"
-        if scenario.outcome == "cancelled":
-            return f"{SUBMIT_PROMPT} {sandbox.cancel_prompt}"
-        return SUBMIT_PROMPT
-
     def start(self, *scenarios: Scenario) -> None:
         """Submit these scenarios' generations now (without waiting for deliveries), so
         that several generations run side by side."""
@@ -316,7 +314,7 @@ class EventLab:
         target = target_body(
             scenario.kind, url, webhook_id=webhook.id if webhook else None, events=scenario.events
         )
-        body = {"prompt": self.prompt(scenario), **target}
+        body = {"prompt": outcome_prompt(self.profile, scenario.outcome), **target}
         generation_id = submit_generation(
             self.client, scenario.path, body, role=scenario.role, context=scenario.label
         )

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 
 __all__ = [
+    "EDIT_PATH",
     "IMAGES_PATH",
     "SUBMIT_PROMPT",
     "TIER_PATH",
+    "VIDEOS_PATH",
+    "GenerationOutcome",
     "RateRequest",
     "SetupFailed",
+    "outcome_prompt",
     "rate_request_of",
     "submit_generation",
 ]
@@ -28,11 +32,29 @@ __all__ = [
 SUBMIT_PROMPT: Final = "conformance suite: a red square"
 #: Spec §8: the tier record of the key's account.
 TIER_PATH: Final = "/v1/account/tier"
+#: Spec §4: the image submit, the suite's usual generation; it accepts callback_url and
+#: webhook (scope images:generate).
 IMAGES_PATH: Final = "/v1/images/generate"
+#: Spec §4: the image edit and the video submit (scopes images:edit, videos:generate).
+EDIT_PATH: Final = "/v1/images/edit"
+VIDEOS_PATH: Final = "/v1/videos/generate"
 #: The callback of a ``submits`` rate request: its scheme fails the callback URL rules, so
 #: the submit is answered 400 before credits are spent (spec §4 rule 4): no credit, no
 #: generation in flight, nothing dialled.
 REFUSED_CALLBACK: Final = "ftp://127.0.0.1:9/rate-limit"
+
+#: How a generation ends, as its prompt drives it (the profile's ``[sandbox]`` prompts).
+GenerationOutcome = Literal["completed", "failed", "cancelled"]
+
+
+def outcome_prompt(profile: Profile, outcome: GenerationOutcome) -> str:
+    """The prompt of a generation meant to end *outcome*: :data:`SUBMIT_PROMPT`, followed
+    by the profile's sandbox prompt for ``"failed"`` or ``"cancelled"``."""
+    if outcome == "failed":
+        return f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"
+    if outcome == "cancelled":
+        return f"{SUBMIT_PROMPT} {profile.sandbox.cancel_prompt}"
+    return SUBMIT_PROMPT
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import hmac
 import ipaddress
 import re
 import shutil
-import socket
 import subprocess
 from collections import Counter
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 
 import genapi_spec
 from conformance.catalog import ID_PATTERN, load_catalog
+from conformance.judge.strategies import literal_address
 from genapi_spec.address_tables import (
     AddressRange,
     Ranking,
@@ -217,19 +217,6 @@ def test_at_least_100_url_vectors_with_the_documented_fields() -> None:
             assert "deliverable" not in vector, vector
 
 
-def _vector_address(vector: dict[str, Any]) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a vector's host literal names (numeric spellings read as inet_aton does)."""
-    host = _host_of(vector).strip("[]").split("%", 1)[0]
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    try:
-        return ipaddress.IPv4Address(socket.inet_aton(host.rstrip(".")))
-    except OSError:
-        return None
-
-
 def test_address_vectors_name_the_requirement_of_their_range() -> None:
     """A vector decided by its address names what the address tables say of that address,
     so a vector is ranked exactly as its range (one decision, in the tables)."""
@@ -238,7 +225,7 @@ def test_address_vectors_name_the_requirement_of_their_range() -> None:
             continue
         if vector["rule"] in URL_RULES:
             continue  # decided by the URL's form, not by an address
-        address = _vector_address(vector)
+        address = literal_address(_host_of(vector))
         if address is None:
             # A Unicode host that only IDNA mapping turns into an address: URL-FORM-06.
             assert not _host_of(vector).isascii() and vector["requirement"] == "URL-FORM-06"
