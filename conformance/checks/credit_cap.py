@@ -29,19 +29,16 @@ from conformance.judge.asserts import credits_used_today
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
+from conformance.target.setup import IMAGES_PATH, VIDEOS_PATH, SetupFailed
 
 __all__ = [
     "REFUND_READS",
-    "VIDEOS_PATH",
     "CapRun",
     "concurrent_submits",
     "credits_settled",
-    "failing_prompt",
     "first_cap_run",
 ]
 
-VIDEOS_PATH: Final = "/v1/videos/generate"
 #: Reads of credits used today after a generation ended: its refund may land just after
 #: the event, so the reading is repeated within the tolerance.
 REFUND_READS: Final = 3
@@ -209,9 +206,3 @@ def credits_settled(
     if datetime.now(UTC).date() != day:
         raise SetupFailed("setup: 00:00 UTC passed between the readings of credits used today")
     return used
-
-
-def failing_prompt(profile: Profile) -> str:
-    """The prompt of a submit that fails on purpose in the sandbox (spec §1: its credits
-    come back), so a burst does not eat into the daily cap."""
-    return f"{SUBMIT_PROMPT} {profile.sandbox.fail_prompt}"

@@ -30,7 +30,6 @@ from conformance.checks.credit_cap import (
     CapRun,
     concurrent_submits,
     credits_settled,
-    failing_prompt,
     first_cap_run,
 )
 from conformance.checks.low_limit import (
@@ -51,7 +50,7 @@ from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SetupFailed
+from conformance.target.setup import IMAGES_PATH, SetupFailed, outcome_prompt
 
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
@@ -89,7 +88,7 @@ def test_concurrency_submit_beyond_limit_is_refused(
     burst = limit + 1
     if burst + 1 > profile.budgets.max_requests_per_rate_check:
         pytest.skip(f"concurrent_limit {limit} is over the request budget of a rate check")
-    prompt = failing_prompt(profile)
+    prompt = outcome_prompt(profile, "failed")
     clients = [make_api() for _ in range(burst)]
     seen: list[list[int]] = []
     for _ in range(CONCURRENCY_TRIALS):
@@ -128,7 +127,7 @@ def test_credits_failed_generation_is_refunded(
     chain.read_tier(api)
     chain.make_room(recorder, 2 + REFUND_READS, profile)
     day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
-    response = chain.submit(api, endpoint, failing_prompt(profile))
+    response = chain.submit(api, endpoint, outcome_prompt(profile, "failed"))
     accepted_id(response, f"POST {IMAGES_PATH} with the sandbox fail prompt")
     wait_finished(endpoint, 1, profile)
     after = credits_settled(chain, api, profile, lambda used: used <= before, day=day)
