@@ -6,6 +6,9 @@ Extra arguments go to every ``genapi-conformance run`` (``--only``, ``--area``, 
 ``--workers``), so a soak of a part is cheap. Every run has a ceiling (``--ceiling``, 1 h):
 a run that passes it is killed and counted, never waited for. The summary is printed and
 written, with every run's ``results.json``, under the soak's directory.
+
+``--burn N`` soaks under load: N processes spin on the CPU for the whole soak (each
+bounded by the soak's own ceiling, and stopped when it ends), as a shared CI runner would.
 """
 
 from __future__ import annotations
@@ -55,6 +58,22 @@ def _run(index: int, out: Path, extra: list[str], ceiling: float) -> dict[str, A
     }
 
 
+#: A CPU burner: spins until its bound (seconds, argv[1]) passes.
+_BURNER = (
+    "import sys, time\n"
+    "end = time.monotonic() + float(sys.argv[1])\n"
+    "while time.monotonic() < end:\n"
+    "    pass\n"
+)
+
+
+def _burners(count: int, bound: float) -> list[subprocess.Popen[bytes]]:
+    return [
+        subprocess.Popen([sys.executable, "-c", _BURNER, str(bound)])  # noqa: S603
+        for _ in range(count)
+    ]
+
+
 def _flakes(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per check whose outcome was not the same in every run: its changes and outcomes."""
     checks = sorted({nodeid for run in runs for nodeid in run["outcomes"]})
@@ -72,6 +91,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("runs", type=int, help="how many runs in a row (e.g. 20)")
     parser.add_argument("--out", type=Path, help="where the runs go (default reports/soak-TS)")
     parser.add_argument("--ceiling", type=float, default=3600.0, help="seconds one run may take")
+    parser.add_argument(
+        "--burn", type=int, default=0, metavar="N", help="N processes keep the CPU busy meanwhile"
+    )
     args, extra = parser.parse_known_args(argv)
     if args.runs < 1:
         parser.error("give at least one run")
@@ -79,19 +101,26 @@ def main(argv: list[str]) -> int:
     out: Path = args.out or Path("reports") / f"soak-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     runs = []
-    for index in range(1, args.runs + 1):
-        run = _run(index, out, extra, args.ceiling)
-        runs.append(run)
-        counts = Counter(run["outcomes"].values())
-        print(
-            f"run {index}/{args.runs}: exit {run['exit']}, {run['wall_seconds']} s, "
-            f"load {run['load_1min'][0]} -> {run['load_1min'][1]}, {dict(counts)}",
-            flush=True,
-        )
+    burners = _burners(args.burn, args.runs * args.ceiling)
+    try:
+        for index in range(1, args.runs + 1):
+            run = _run(index, out, extra, args.ceiling)
+            runs.append(run)
+            counts = Counter(run["outcomes"].values())
+            print(
+                f"run {index}/{args.runs}: exit {run['exit']}, {run['wall_seconds']} s, "
+                f"load {run['load_1min'][0]} -> {run['load_1min'][1]}, {dict(counts)}",
+                flush=True,
+            )
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait(timeout=10)
     flaky = _flakes(runs)
     summary = {
         "runs": len(runs),
         "extra_args": extra,
+        "burners": args.burn,
         "cores": os.cpu_count(),
         "wall_seconds": [run["wall_seconds"] for run in runs],
         "load_1min": [run["load_1min"] for run in runs],
