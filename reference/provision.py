@@ -2,13 +2,14 @@
 
 Creates (or reuses, by name) the accounts of :data:`ACCOUNTS`: ``primary`` and ``second``
 on the generous tier, ``low-limit``, ``low-window`` and ``low-credits`` on the low-limit
-tier, ``low-daily``, ``restricted-models`` (a tier without the video category) and
-``high-limit``. Then the keys of every profile role (ARCHITECTURE.md, "Target profile"):
-``primary`` with every scope; ``without-<scope>`` lacking one scope each; ``revoked``;
-``foreign`` (second account); ``low-limit`` and ``low-limit-second`` (one account);
-``low-limit-window`` and ``low-limit-credits`` (an account each); ``low-daily``;
-``restricted-models``; ``high-limit`` and ``high-limit-second`` (a high per-minute limit,
-for load). Console sessions are
+tier, ``low-daily``, ``restricted-models`` (a tier without the video category),
+``high-limit`` and ``low-concurrency``. Then the keys of every profile role
+(ARCHITECTURE.md, "Target profile"): ``primary`` with every scope; ``without-<scope>``
+lacking one scope each; ``revoked``; ``foreign`` (second account); ``low-limit`` and
+``low-limit-second`` (one account); ``low-limit-window`` and ``low-limit-credits`` (an
+account each); ``low-daily``; ``restricted-models``; ``high-limit`` and
+``high-limit-second`` (a high per-minute limit, for load); ``low-concurrency`` (a small
+concurrent_limit, for load). Console sessions are
 issued for primary and second, and the complete TOML profile is written. Where the spec
 leaves room, the profile declares the side the service's choices take (``Config.choices``;
 the variant's differ): the console operations (``[adapter]``), the delivery headers' brand
@@ -54,6 +55,7 @@ ACCOUNTS = {
     "low-daily": "low-daily",
     "restricted-models": "no-video",
     "high-limit": "high-limit",
+    "low-concurrency": "low-concurrency",
 }
 #: Sessions issued at provisioning live this long (a long suite run fits easily).
 PROVISIONED_SESSION_TTL_S = 7 * 24 * 3600
@@ -80,6 +82,8 @@ def _key_roles() -> list[tuple[str, str, tuple[str, ...]]]:
         # second key of its account that must not be throttled meanwhile.
         ("high-limit", "high-limit", SCOPES),
         ("high-limit-second", "high-limit", SCOPES),
+        # A small concurrent_limit under large rate limits (genapi-conformance load).
+        ("low-concurrency", "low-concurrency", SCOPES),
     ]
     return roles
 

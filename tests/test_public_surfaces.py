@@ -23,7 +23,7 @@ SURFACES = {
     ),
     "conformance.load": (
         "CHUNK_RECORDS HEADERS MAX_RECORDS RECORDS_WAIT_S WINDOW_S LoadJudgement Record "
-        "judge_daily judge_load max_served_in_window"
+        "judge_concurrency judge_daily judge_load max_overlap max_served_in_window"
     ),
     "conformance.provenance": "CATALOG_RESOURCE catalog_sha256 distribution_sha256 tree_sha256",
     "conformance.reports": (

@@ -19,6 +19,12 @@ it can judge, asking no more than each requirement states:
 * RATE-RPD-01 (:func:`judge_daily`): no more than ``requests_per_day`` requests of a key are
   answered other than 429 within one calendar day (UTC), a request counting in a day when
   sent and answered within it.
+* RATE-CONC-02 (:func:`judge_concurrency`, an interpretation: it can only warn): no more
+  than ``concurrent_limit`` generations of a key's account run at once, a submit beyond
+  them being refused (4xx). A generation counts as running only while it certainly was:
+  from its 202's arrival to the sending of the last read that showed it unfinished
+  (``in-flight`` records), so a generation finished earlier than the suite saw is never
+  counted too long.
 """
 
 from __future__ import annotations
@@ -38,8 +44,10 @@ __all__ = [
     "WINDOW_S",
     "LoadJudgement",
     "Record",
+    "judge_concurrency",
     "judge_daily",
     "judge_load",
+    "max_overlap",
     "max_served_in_window",
 ]
 
@@ -258,3 +266,43 @@ def judge_daily(
         f"(requests_per_day {requests_per_day}; a day already partly spent allows fewer); "
         f"{refused} of {len(daily)} answered 429",
     )
+
+
+def max_overlap(intervals: Sequence[tuple[float, float]]) -> int:
+    """The most intervals (start, end) that hold one moment together (touching ends do not
+    overlap)."""
+    moments = sorted(
+        [(start, 1) for start, end in intervals if end > start]
+        + [(end, -1) for start, end in intervals if end > start]
+    )  # at one moment an end (-1) sorts before a start (+1)
+    most = running = 0
+    for _, step in moments:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def judge_concurrency(records: Sequence[Record], concurrent_limit: int) -> LoadJudgement:
+    """RATE-CONC-02 from the concurrency key's submits (``conc-submit`` records) and the
+    spans its generations were certainly running (``in-flight`` records: sent = the 202's
+    arrival, received = the sending of the last read that showed it unfinished)."""
+    submits = [r for r in records if r.role == "conc-submit"]
+    refused = sum(1 for r in submits if 400 <= r.status < 500)
+    accepted = sum(1 for r in submits if 200 <= r.status < 300)
+    most = max_overlap([(r.sent, r.received) for r in records if r.role == "in-flight"])
+    counts = (
+        f"{len(submits)} submits: {accepted} accepted, {refused} refused (4xx); at most {most} "
+        f"generations certainly running at once (concurrent_limit {concurrent_limit})"
+    )
+    if most > concurrent_limit:
+        return LoadJudgement(
+            "RATE-CONC-02",
+            "failed",
+            f"{most} generations of the key were running at once, over its concurrent_limit "
+            f"of {concurrent_limit}, rather than the submits beyond it refused ({counts})",
+        )
+    if not refused:
+        return LoadJudgement(
+            "RATE-CONC-02", "skipped", f"the load never reached the limit: {counts}"
+        )
+    return LoadJudgement("RATE-CONC-02", "passed", counts)

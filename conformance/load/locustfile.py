@@ -3,10 +3,12 @@
 Configured through the environment (set by :mod:`conformance.run.commands.load`, on each
 machine from that machine's own profile, so no key travels over Locust's channel): the
 base URL, the request sent, the limited key, another key and, optionally, a key whose
-tier has a small daily limit. ``LimitedKey`` users send back to back, and so does one
-``DailyKey`` user on every worker when there is such a key; one ``OtherKey`` user sends
-at a low, steady rate. Every answer is recorded (role, sent and received wall-clock
-times, status, rate-limit headers) in the worker process.
+tier has a small daily limit, and a key whose generations are held to a small
+concurrent_limit. ``LimitedKey`` users send back to back, and so does one ``DailyKey``
+user on every worker when there is such a key; one ``OtherKey`` user sends at a low,
+steady rate; ``ConcurrencyKey`` users submit generations and read them to their end.
+Every answer is recorded (role, sent and received wall-clock times, status, rate-limit
+headers) in the worker process.
 
 The records reach the master over Locust's own channel, so a worker on another machine
 is no different from a local one: when the master stops the test, each worker sends its
@@ -38,6 +40,13 @@ _ENV = os.environ
 _records: list[Record] = []
 #: The JSON body of the request (the profile's rate request), if it has one.
 _BODY: Any = json.loads(_ENV["GENAPI_LOAD_BODY"]) if _ENV.get("GENAPI_LOAD_BODY") else None
+#: The concurrency user's generations: a harmless prompt, the final statuses of a read
+#: (the event statuses of spec §3), how many reads one generation gets and their pace.
+CONC_PROMPT = "conformance suite: a red square (load)"
+VIDEOS_PATH = "/v1/videos/generate"
+FINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+MAX_READS = 200
+READ_PAUSE_S = 0.02
 #: The custom message that carries records from a worker to the master.
 RECORDS_MESSAGE = "genapi_records"
 #: The custom message by which the master asks its workers to stop and send their records.
@@ -65,17 +74,16 @@ class _Keyed(FastHttpUser):
             name=self.role,
             catch_response=True,
         ) as response:
-            if len(_records) < MAX_RECORDS:
-                headers = response.headers or {}
-                _records.append(
-                    Record(
-                        self.role,
-                        sent,
-                        time.time(),
-                        int(response.status_code or 0),
-                        *(headers.get(name) for name in HEADERS),
-                    )
+            headers = response.headers or {}
+            _record(
+                Record(
+                    self.role,
+                    sent,
+                    time.time(),
+                    int(response.status_code or 0),
+                    *(headers.get(name) for name in HEADERS),
                 )
+            )
             response.success()
 
 
@@ -101,6 +109,75 @@ class DailyKey(_Keyed):
     wait_time = constant(0)
     role = "daily"
     secret = _ENV.get("GENAPI_LOAD_DAILY_KEY", "")
+
+
+class ConcurrencyKey(FastHttpUser):
+    """A user of the concurrency key (``GENAPI_LOAD_CONC_KEY``; absent: never started):
+    submits a video generation (always asynchronous), then reads it until it is finished
+    or the reads' bound is reached, and again. Its submits are ``conc-submit`` records;
+    each accepted generation adds an ``in-flight`` record spanning the moments it was
+    certainly running (from the 202's arrival to the sending of the last read that showed
+    it unfinished: the read body is not shown by the spec, so only a ``status`` string
+    other than a final one counts as unfinished)."""
+
+    abstract = not _ENV.get("GENAPI_LOAD_CONC_KEY")
+    fixed_count = int(_ENV.get("GENAPI_LOAD_CONC_USERS", "0") or 0)
+    wait_time = constant(0)
+    host = _Keyed.host
+    network_timeout = connection_timeout = 10.0
+    secret = _ENV.get("GENAPI_LOAD_CONC_KEY", "")
+
+    @task
+    def generate(self) -> None:
+        headers = {"Authorization": f"Bearer {self.secret}"}
+        sent = time.time()
+        with self.client.request(
+            "POST",
+            VIDEOS_PATH,
+            json={"prompt": CONC_PROMPT},
+            headers=headers,
+            name="conc-submit",
+            catch_response=True,
+        ) as response:
+            accepted_at = time.time()
+            status = int(response.status_code or 0)
+            body = _json(response.text) if status == 202 else None
+            response.success()
+        _record(Record("conc-submit", sent, accepted_at, status, None, None, None, None))
+        generation_id = body.get("id") if isinstance(body, dict) else None
+        if not isinstance(generation_id, str):
+            return
+        unfinished_at = None
+        for _ in range(MAX_READS):
+            read_sent = time.time()
+            with self.client.request(
+                "GET",
+                f"/v1/generations/{generation_id}",
+                headers=headers,
+                name="conc-read",
+                catch_response=True,
+            ) as read:
+                state = _json(read.text) if read.status_code == 200 else None
+                read.success()
+            current = state.get("status") if isinstance(state, dict) else None
+            if not isinstance(current, str) or current in FINAL_STATUSES:
+                break
+            unfinished_at = read_sent
+            time.sleep(READ_PAUSE_S)  # patched by Locust: yields to the other users
+        if unfinished_at is not None:
+            _record(Record("in-flight", accepted_at, unfinished_at, 200, None, None, None, None))
+
+
+def _json(text: str | None) -> Any:
+    try:
+        return json.loads(text or "")
+    except ValueError:
+        return None
+
+
+def _record(record: Record) -> None:
+    if len(_records) < MAX_RECORDS:
+        _records.append(record)
 
 
 #: The worker's own daily user, while it runs.

@@ -14,7 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.load import Record, judge_daily, judge_load, max_served_in_window
+from conformance.load import (
+    Record,
+    judge_concurrency,
+    judge_daily,
+    judge_load,
+    max_overlap,
+    max_served_in_window,
+)
 from conformance.run.commands.load import locust_request
 from conformance.target.profile import parse_profile
 
@@ -183,11 +190,15 @@ def test_load_verifies_the_reference_limit_with_locust_workers(tmp_path: Path) -
 SCALED = ("--workers", "4", "--reference-workers", "2")
 #: The provisioned key of 30 requests a day under 600 a minute, burst from every worker.
 DAILY = ("--daily-key", "low-daily")
+#: The provisioned key of 3 generations at once under large rate limits.
+CONCURRENCY = ("--concurrency-key", "low-concurrency")
 
 
 def test_the_limits_hold_across_reference_processes(tmp_path: Path) -> None:
-    code, out, verdicts = _load(tmp_path / "ok", *SCALED, *DAILY)
+    code, out, verdicts = _load(tmp_path / "ok", *SCALED, *DAILY, *CONCURRENCY)
     assert code == 0, out
+    # No more than concurrent_limit generations ran at once, across both processes.
+    assert verdicts["RATE-CONC-02"] == "pass", out
     assert {verdicts[i] for i in ("RATE-RPM-02", "RATE-HDR-01", "RATE-HDR-03")} == {"pass"}, out
     assert verdicts["RATE-HDR-04"] == "pass", out
     # The default other key is the low-limit account's second key: never throttled.
@@ -210,6 +221,38 @@ def test_load_catches_a_daily_limit_that_is_not_enforced(tmp_path: Path) -> None
     assert code == 1, out
     assert verdicts["RATE-RPD-01"] == "fail", out
     assert verdicts["RATE-RPM-02"] == "pass", out
+
+
+def test_load_warns_of_generations_beyond_the_concurrency_limit(tmp_path: Path) -> None:
+    fault = ("--fault", "concurrency-not-enforced")
+    code, out, verdicts = _load(tmp_path / "fault", *CONCURRENCY, *fault)
+    assert code == 0, "an interpretation not met is a warning, never exit 1: " + out
+    assert verdicts["RATE-CONC-02"] == "warn", out
+    assert "WARN    RATE-CONC-02: " in out, out
+
+
+def _in_flight(*spans: tuple[float, float]) -> list[Record]:
+    return [Record("in-flight", a, b, 200, None, None, None, None) for a, b in spans]
+
+
+def _submits(*statuses: int) -> list[Record]:
+    return [Record("conc-submit", 0.0, 0.1, s, None, None, None, None) for s in statuses]
+
+
+def test_overlap_counts_the_spans_that_hold_one_moment() -> None:
+    assert max_overlap([]) == 0
+    assert max_overlap([(0, 2), (1, 3), (2, 4)]) == 2, "touching ends do not overlap"
+    assert max_overlap([(0, 10), (1, 2), (1.5, 3), (1.8, 1.9)]) == 4
+    assert max_overlap([(5, 5), (6, 4)]) == 0, "empty spans hold nothing"
+
+
+def test_concurrency_judged_from_the_spans_certainly_running() -> None:
+    within = judge_concurrency([*_submits(202, 202, 429), *_in_flight((0, 2), (1, 3))], 2)
+    assert within.outcome == "passed", within.message
+    over = judge_concurrency([*_submits(202, 202, 202), *_in_flight((0, 2), (1, 3), (1.5, 4))], 2)
+    assert over.outcome == "failed" and "3 generations" in over.message
+    never = judge_concurrency([*_submits(202, 202), *_in_flight((0, 1), (2, 3))], 2)
+    assert never.outcome == "skipped", never.message
 
 
 def test_reference_processes_are_only_for_the_embedded_reference(tmp_path: Path) -> None:

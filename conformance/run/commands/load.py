@@ -40,7 +40,13 @@ import httpx
 import conformance
 import genapi_spec
 from conformance.catalog import load_catalog
-from conformance.load import LoadJudgement, Record, judge_daily, judge_load
+from conformance.load import (
+    LoadJudgement,
+    Record,
+    judge_concurrency,
+    judge_daily,
+    judge_load,
+)
 from conformance.load.processes import (
     MAX_DURATION_S,
     MAX_WORKERS,
@@ -62,7 +68,7 @@ from conformance.run.commands import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.target.profile import Profile, ProfileError, load_profile
 from conformance.target.setup import TIER_PATH, rate_request_of
-from conformance.verdicts import CheckResult, Outcome, judge
+from conformance.verdicts import CheckResult, Outcome, RunVerdicts, judge
 
 __all__ = ["EXIT_HARNESS", "locust_request", "main", "register"]
 
@@ -70,6 +76,8 @@ EXIT_HARNESS = 3
 HTTP_TIMEOUT_S = 10.0
 #: Bound on ``--reference-workers`` (the reference's own bound on ``serve --workers``).
 MAX_REFERENCE_WORKERS = 32
+#: Bound on the users of the concurrency key (each holds one generation at a time).
+MAX_CONCURRENCY_USERS = 1000
 #: Locust's own default port, for a master that remote workers must find.
 DEFAULT_MASTER_PORT = 5557
 
@@ -97,6 +105,19 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
         help="also burst this key, whose tier has a small requests_per_day, from every worker "
         "and judge its daily limit (RATE-RPD-01; spends the key's day: the profile's "
         "[budgets] destructive must allow it)",
+    )
+    parser.add_argument(
+        "--concurrency-key",
+        metavar="ROLE",
+        help="also submit generations with this key, whose tier has a small concurrent_limit, "
+        "from more users than that limit, reading each to its end, and judge that no more "
+        "than the limit ran at once (RATE-CONC-02, an interpretation: it can only warn)",
+    )
+    parser.add_argument(
+        "--concurrency-users",
+        type=int,
+        metavar="N",
+        help="users of --concurrency-key (default: twice its concurrent_limit, at least 4)",
     )
     parser.add_argument(
         "--workers", type=int, default=2, metavar="N", help="local Locust workers (0..64)"
@@ -169,11 +190,16 @@ def _usage_error(options: argparse.Namespace) -> str | None:
         or not 1 <= options.duration <= MAX_DURATION_S
         or not 1 <= options.connect_timeout <= MAX_DURATION_S
         or (options.master_port is not None and not 1 <= options.master_port <= 65535)
+        or (
+            options.concurrency_users is not None
+            and not 1 <= options.concurrency_users <= MAX_CONCURRENCY_USERS
+        )
     ):
         return (
             f"--workers and --expect-workers 0..{MAX_WORKERS} (together at least 1), "
             f"--reference-workers 1..{MAX_REFERENCE_WORKERS}, --users >= 1, --duration and "
-            f"--connect-timeout 1..{MAX_DURATION_S:g}, --master-port 1..65535"
+            f"--connect-timeout 1..{MAX_DURATION_S:g}, --master-port 1..65535, "
+            f"--concurrency-users 1..{MAX_CONCURRENCY_USERS}"
         )
     if options.profile is not None and options.reference_workers != 1:
         return (
@@ -278,10 +304,19 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
             if daily is not None
             else None
         )
+        concurrent_limit = (
+            int(_tier(profile, options.concurrency_key)["concurrent_limit"])
+            if options.concurrency_key
+            else None
+        )
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
         print(f"genapi-conformance: no tier record: {error}", file=sys.stderr)
         return EXIT_HARNESS
-    master = _master(options)
+    if concurrent_limit is not None:
+        env["GENAPI_LOAD_CONC_USERS"] = str(
+            options.concurrency_users or max(4, 2 * concurrent_limit)
+        )
+    master = _master(options, int(env.get("GENAPI_LOAD_CONC_USERS", "0")))
     if master.remote_workers:
         print(
             f"master on {master.bind_host}:{master.port}: waiting up to "
@@ -299,20 +334,22 @@ def _load(options: argparse.Namespace, profile: Profile) -> int:
     judgements = judge_load(records, rpm, same_account=limited.account == other.account)
     if day_limits is not None:
         judgements.append(judge_daily(records, *day_limits))
-    _report(options, profile, started, judgements)
-    _summary(records, judgements, rpm, collected)
-    failed = any(j.outcome == "failed" for j in judgements)
-    return EXIT_FAILED if failed else EXIT_OK
+    if concurrent_limit is not None:
+        judgements.append(judge_concurrency(records, concurrent_limit))
+    verdicts = _report(options, profile, started, judgements)
+    _summary(records, judgements, verdicts, rpm, collected)
+    # An interpretation not met is a warning, as in `run`: only a MUST fails the command.
+    return EXIT_OK if verdicts.ok else EXIT_FAILED
 
 
-def _master(options: argparse.Namespace) -> Master:
+def _master(options: argparse.Namespace, concurrency_users: int) -> Master:
     default_port = DEFAULT_MASTER_PORT if options.expect_workers else _free_port()
     return Master(
         bind_host=options.master_bind,
         port=options.master_port or default_port,
         local_workers=options.workers,
         remote_workers=options.expect_workers,
-        users=options.users,
+        users=options.users + concurrency_users,
         duration=options.duration,
         connect_timeout=options.connect_timeout,
     )
@@ -326,6 +363,7 @@ def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]
         "key": options.key,
         "other": _other_role(options, profile),
         "daily": options.daily_key or "",
+        "concurrency": options.concurrency_key or "",
     }
     env = {
         **os.environ,
@@ -337,6 +375,8 @@ def _locust_env(options: argparse.Namespace, profile: Profile) -> dict[str, str]
     }
     if options.daily_key:
         env["GENAPI_LOAD_DAILY_KEY"] = profile.key(options.daily_key).key.reveal()
+    if options.concurrency_key:
+        env["GENAPI_LOAD_CONC_KEY"] = profile.key(options.concurrency_key).key.reveal()
     return env
 
 
@@ -375,7 +415,7 @@ def _report(
     profile: Profile,
     started: datetime,
     judgements: Sequence[LoadJudgement],
-) -> None:
+) -> RunVerdicts:
     catalog = load_catalog()
     checks = [
         CheckResult(
@@ -402,10 +442,15 @@ def _report(
     )
     write_reports(options.report_dir, info, verdicts)
     print(f"reports: {options.report_dir}")
+    return verdicts
 
 
 def _summary(
-    records: Sequence[Record], judgements: Sequence[LoadJudgement], rpm: int, collected: Collected
+    records: Sequence[Record],
+    judgements: Sequence[LoadJudgement],
+    verdicts: RunVerdicts,
+    rpm: int,
+    collected: Collected,
 ) -> None:
     if records:
         span = max(r.received for r in records) - min(r.sent for r in records)
@@ -425,5 +470,7 @@ def _summary(
                 f"{collected.workers_by_role.get('daily', 0)} workers, {served} answered "
                 "other than 429"
             )
+    verdict = {rv.requirement.id: rv.verdict for rv in verdicts.requirements}
     for j in judgements:
-        print(f"{j.outcome.upper():7} {j.requirement_id}: {j.message}")
+        # The verdict's word: a failed interpretation is a warning.
+        print(f"{verdict[j.requirement_id].upper():7} {j.requirement_id}: {j.message}")
