@@ -27,7 +27,6 @@ logged by then, and says how many generations it compared.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -35,7 +34,7 @@ from typing import Any, Final
 import pytest
 
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
-from conformance.run.plugin.state import run_state
+from conformance.run.plugin.state import run_state, worker_name
 
 __all__ = [
     "EVENTS_DIR",
@@ -62,8 +61,7 @@ def events_dir(config: pytest.Config) -> Path:
 
 def log_path(config: pytest.Config) -> Path:
     """This process's log of the final events its receiver gets (one file per worker)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    return events_dir(config) / f"{worker}.jsonl"
+    return events_dir(config) / f"{worker_name()}.jsonl"
 
 
 def reset_events(config: pytest.Config) -> None:

@@ -19,7 +19,7 @@ from conformance.catalog import Catalog
 from conformance.evidence import Exchange
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.redaction import longrepr_text, redact_report
-from conformance.run.plugin.state import run_state
+from conformance.run.plugin.state import run_state, worker_name
 from conformance.secrets import Redactor
 from conformance.target.budget import BudgetSpent
 from conformance.target.client import EXCHANGES_KEY
@@ -56,6 +56,9 @@ class _Phase:
     message: str
     longrepr: str
     duration: float
+    #: Wall clock (unix seconds) at the phase's start and end, as pytest reports them.
+    start: float
+    stop: float
 
 
 #: The phases of a check so far.
@@ -103,7 +106,17 @@ def pytest_runtest_makereport(
 
     outcome, message = _phase_outcome(report, call)
     phases = item.stash.setdefault(_PHASES_KEY, [])
-    phases.append(_Phase(report.when, outcome, message, longrepr_text(report), report.duration))
+    phases.append(
+        _Phase(
+            report.when,
+            outcome,
+            message,
+            longrepr_text(report),
+            report.duration,
+            report.start,
+            report.stop,
+        )
+    )
     if report.when == "call" and outcome is Outcome.FAILED:
         broken = _broken(excinfo, ids)
         item.stash[_BROKEN_KEY] = broken
@@ -161,7 +174,9 @@ def _check_result(
     """One outcome from the phases: a setup error or skip decides; else the call does;
     a teardown error turns a pass or a skip into an error (the harness broke)."""
     by_when = {phase.when: phase for phase in phases}
-    decisive = by_when.get("setup") or _Phase("setup", Outcome.ERROR, "setup did not run", "", 0)
+    decisive = by_when.get("setup") or _Phase(
+        "setup", Outcome.ERROR, "setup did not run", "", 0, 0, 0
+    )
     if decisive.outcome is Outcome.PASSED and "call" in by_when:
         decisive = by_when["call"]
     outcome, message, longrepr = decisive.outcome, decisive.message, decisive.longrepr
@@ -188,6 +203,9 @@ def _check_result(
         warnings=tuple(findings.Finding(f.rule, redactor.text(f.message)) for f in found.warnings),
         measurements=tuple(found.measurements),
         chains=tuple(found.chains),
+        started_at=min((phase.start for phase in phases), default=None),
+        stopped_at=max((phase.stop for phase in phases), default=None),
+        worker=worker_name(),
     )
 
 
