@@ -74,6 +74,7 @@ from conformance.run.plugin.run import reproduction
 from conformance.run.plugin.state import Preloaded
 from conformance.run.progress import RunProgress
 from conformance.run.summary import RunEnd, summarise
+from conformance.run.timings import TimingsError, load_timings, table
 from conformance.secrets import Redactor
 from conformance.target.profile import Profile, ProfileError, load_profile, write_template
 from conformance.verdicts import RunVerdicts
@@ -234,6 +235,12 @@ def _add_run(commands: Any) -> None:
         help="send the target at most N requests in the whole run (for deployments where "
         "requests cost money): the checks run cheapest first, and those the budget does not "
         "reach are reported as not run, never as passed",
+    )
+    add(
+        "--timings",
+        action="store_true",
+        help="after the summary, where the run's time went: its chains of checks, the "
+        "longest, wall time over it and the critical path (conformance.run.timings)",
     )
     loudness = run_parser.add_mutually_exclusive_group()
     loudness.add_argument(
@@ -485,6 +492,9 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
     )
     console = Console(highlight=False, soft_wrap=True)
     summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)
+    if options.timings:
+        with contextlib.suppress(TimingsError):  # no check ran: nothing to show
+            console.print("\n".join(table(load_timings(report_dir))), markup=False)
     counts = None if kept.verdicts is None else _counts(kept.verdicts)
     if kept.write_problems:
         # The verdicts stand, but the reports that carry them are not all there.
