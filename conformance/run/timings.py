@@ -15,7 +15,7 @@ for a full run (:func:`table`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -189,8 +189,11 @@ def table(timings: RunTimings, *, chains: int | None = None) -> list[str]:
         + (f" ({timings.untimed} checks without times)" if timings.untimed else ""),
         _columns("span", "from", "to", "worker", "checks", "chain"),
     ]
-    shown: Iterable[Chain] = timings.chains if chains is None else timings.chains[:chains]
+    shown = timings.chains if chains is None else timings.chains[:chains]
     lines += [_row(chain, origin) for chain in shown]
+    hidden = len(timings.chains) - len(shown)
+    if hidden:
+        lines.append(f"  ({hidden} shorter chains not shown)")
     lines.append(f"critical path (the {CRITICAL_PATH} chains that ended last, last first):")
     lines += [_row(chain, origin) for chain in timings.critical_path()]
     busy = ", ".join(
