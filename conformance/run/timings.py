@@ -58,6 +58,10 @@ class Chain:
     checks: int
     #: The workers that ran its checks (one, unless the scheduler split the unit).
     workers: tuple[str, ...]
+    #: The seconds its checks took, each from set-up to teardown: far less than the span
+    #: when its worker waited between them (pytest-xdist holds a worker's last check until
+    #: it is sent the next one, or told there is none).
+    busy: float
 
     @property
     def span(self) -> float:
@@ -69,12 +73,14 @@ class Chain:
 class RunTimings:
     """A run's wall time and chains (longest first), as ``results.json`` records them;
     ``started_at`` (unix seconds) is the origin of the offsets :func:`table` shows,
-    ``untimed`` counts the checks without times (their process died)."""
+    ``untimed`` counts the checks without times (their process died), ``busy`` is the
+    seconds each worker spent in checks (against the wall time: how long it was idle)."""
 
     wall_s: float
     started_at: float
     chains: tuple[Chain, ...]
     untimed: int
+    busy: Mapping[str, float]
 
     @property
     def longest(self) -> Chain:
@@ -88,15 +94,6 @@ class RunTimings:
     def critical_path(self, count: int = CRITICAL_PATH) -> tuple[Chain, ...]:
         """The *count* chains that ended last, the last first."""
         return tuple(sorted(self.chains, key=lambda c: c.stopped_at, reverse=True)[:count])
-
-    def busy(self) -> dict[str, float]:
-        """Per worker, the seconds its chains spanned (a chain split across workers counts
-        for each): against the wall time, how much of the run each worker was idle."""
-        seconds: dict[str, float] = {}
-        for chain in self.chains:
-            for worker in chain.workers:
-                seconds[worker] = seconds.get(worker, 0.0) + chain.span
-        return dict(sorted(seconds.items()))
 
 
 def _number(value: Any) -> float | None:
@@ -133,7 +130,11 @@ def run_timings(document: Mapping[str, Any]) -> RunTimings:
         )
     chains = (_chain(name, spans) for name, spans in grouped.items())
     ordered = sorted(chains, key=lambda c: (-c.span, c.name))
-    return RunTimings(wall, started, tuple(ordered), untimed)
+    busy: dict[str, float] = {}
+    for spans in grouped.values():
+        for start, stop, worker in spans:
+            busy[worker] = busy.get(worker, 0.0) + stop - start
+    return RunTimings(wall, started, tuple(ordered), untimed, dict(sorted(busy.items())))
 
 
 def _chain(name: str, spans: Sequence[tuple[float, float, str]]) -> Chain:
@@ -143,6 +144,7 @@ def _chain(name: str, spans: Sequence[tuple[float, float, str]]) -> Chain:
         stopped_at=max(stop for _, stop, _ in spans),
         checks=len(spans),
         workers=tuple(sorted({worker for _, _, worker in spans})),
+        busy=sum(stop - start for start, stop, _ in spans),
     )
 
 
@@ -160,13 +162,15 @@ def load_timings(path: Path) -> RunTimings:
     return run_timings(document)
 
 
-def _columns(span: str, start: str, stop: str, worker: str, checks: str, name: str) -> str:
-    return f"  {span:>10}  {start:>8} → {stop:>8}  {worker:<6}  {checks:>6}  {name}"
+def _columns(*cells: str) -> str:
+    span, busy, start, stop, worker, checks, name = cells
+    return f"  {span:>8}  {busy:>8}  {start:>8} → {stop:>8}  {worker:<6}  {checks:>6}  {name}"
 
 
 def _row(chain: Chain, origin: float) -> str:
     return _columns(
         f"{chain.span:.1f} s",
+        f"{chain.busy:.1f} s",
         f"+{chain.started_at - origin:.1f}",
         f"+{chain.stopped_at - origin:.1f}",
         ",".join(chain.workers) or "-",
@@ -187,7 +191,7 @@ def table(timings: RunTimings, *, chains: int | None = None) -> list[str]:
         f"ratio wall / longest chain: {timings.ratio:.3f}",
         f"chains: {len(timings.chains)}"
         + (f" ({timings.untimed} checks without times)" if timings.untimed else ""),
-        _columns("span", "from", "to", "worker", "checks", "chain"),
+        _columns("span", "busy", "from", "to", "worker", "checks", "chain"),
     ]
     shown = timings.chains if chains is None else timings.chains[:chains]
     lines += [_row(chain, origin) for chain in shown]
@@ -198,8 +202,8 @@ def table(timings: RunTimings, *, chains: int | None = None) -> list[str]:
     lines += [_row(chain, origin) for chain in timings.critical_path()]
     busy = ", ".join(
         f"{worker} {seconds:.1f} s ({seconds / timings.wall_s:.0%})"
-        for worker, seconds in timings.busy().items()
+        for worker, seconds in timings.busy.items()
         if timings.wall_s > 0
     )
-    lines.append(f"busy per worker (chain spans / wall): {busy}")
+    lines.append(f"busy per worker (in checks / wall): {busy}")
     return lines

@@ -38,9 +38,10 @@ def _document(**changes: Any) -> dict[str, Any]:
             _check(f"{RATES}::TestPerMinute::test_window", 2.0, 40.0, "gw0"),
             _check(f"{RATES}::TestPerMinute::test_reset[a::b]", 40.0, 80.0, "gw0"),
             _check(f"{RATES}::TestDaily::test_day", 1.0, 30.0, "gw1"),
-            # A module chain, and one that ends last though it is short.
+            # A module chain with a wait between its checks, and one that ends last though
+            # it is short.
             _check(f"{DELIVERIES}::test_retry", 30.0, 70.0, "gw1"),
-            _check(f"{DELIVERIES}::test_backoff[x]", 70.0, 75.0, "gw1"),
+            _check(f"{DELIVERIES}::test_backoff[x]", 72.0, 75.0, "gw1"),
             _check(f"{AUTH}::test_key", 85.0, 95.0, "gw0"),
             # Its process died: no times.
             {"nodeid": f"{AUTH}::test_died", "outcome": "error", "duration": 0.0},
@@ -58,11 +59,11 @@ def test_a_chain_is_the_module_or_the_class() -> None:
 
 def test_chains_longest_ratio_and_critical_path() -> None:
     timings = run_timings(_document())
-    assert [(c.name, c.span, c.checks, c.workers) for c in timings.chains] == [
-        (f"{RATES}::TestPerMinute", 78.0, 2, ("gw0",)),
-        (DELIVERIES, 45.0, 2, ("gw1",)),
-        (f"{RATES}::TestDaily", 29.0, 1, ("gw1",)),
-        (AUTH, 10.0, 1, ("gw0",)),
+    assert [(c.name, c.span, c.busy, c.checks, c.workers) for c in timings.chains] == [
+        (f"{RATES}::TestPerMinute", 78.0, 78.0, 2, ("gw0",)),
+        (DELIVERIES, 45.0, 43.0, 2, ("gw1",)),
+        (f"{RATES}::TestDaily", 29.0, 29.0, 1, ("gw1",)),
+        (AUTH, 10.0, 10.0, 1, ("gw0",)),
     ]
     assert timings.longest.name == f"{RATES}::TestPerMinute"
     assert timings.ratio == pytest.approx(100.0 / 78.0)
@@ -72,7 +73,7 @@ def test_chains_longest_ratio_and_critical_path() -> None:
         DELIVERIES,
     ]
     assert timings.untimed == 1
-    assert timings.busy() == {"gw0": 88.0, "gw1": 74.0}
+    assert timings.busy == {"gw0": 88.0, "gw1": 72.0}
 
 
 def test_the_table_shows_every_figure(tmp_path: Path) -> None:
@@ -83,10 +84,12 @@ def test_the_table_shows_every_figure(tmp_path: Path) -> None:
     assert f"longest chain: 78.0 s  {RATES}::TestPerMinute" in text
     assert "ratio wall / longest chain: 1.282" in text
     assert "chains: 4 (1 checks without times)" in text
-    assert f"      78.0 s      +2.0 →    +80.0  gw0          2  {RATES}::TestPerMinute" in lines
+    row = "    78.0 s    78.0 s      +2.0 →    +80.0  gw0          2  "
+    assert f"{row}{RATES}::TestPerMinute" in lines
     critical = lines.index("critical path (the 3 chains that ended last, last first):")
-    assert lines[critical + 1] == f"      10.0 s     +85.0 →    +95.0  gw0          1  {AUTH}"
-    assert lines[-1] == "busy per worker (chain spans / wall): gw0 88.0 s (88%), gw1 74.0 s (74%)"
+    row = "    10.0 s    10.0 s     +85.0 →    +95.0  gw0          1  "
+    assert lines[critical + 1] == f"{row}{AUTH}"
+    assert lines[-1] == "busy per worker (in checks / wall): gw0 88.0 s (88%), gw1 72.0 s (72%)"
     # The file itself, or its folder.
     assert table(load_timings(tmp_path / "results.json")) == lines
     shortened = table(load_timings(tmp_path), chains=1)
