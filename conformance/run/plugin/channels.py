@@ -27,6 +27,7 @@ logged by then, and says how many generations it compared.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -34,7 +35,7 @@ from typing import Any, Final
 import pytest
 
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
-from conformance.run.plugin.state import run_state, worker_name
+from conformance.run.plugin.state import run_state
 
 __all__ = [
     "EVENTS_DIR",
@@ -61,7 +62,8 @@ def events_dir(config: pytest.Config) -> Path:
 
 def log_path(config: pytest.Config) -> Path:
     """This process's log of the final events its receiver gets (one file per worker)."""
-    return events_dir(config) / f"{worker_name()}.jsonl"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return events_dir(config) / f"{worker}.jsonl"
 
 
 def reset_events(config: pytest.Config) -> None:

@@ -35,7 +35,6 @@ __all__ = [
     "profile_path",
     "resolve",
     "run_state",
-    "worker_name",
 ]
 
 #: The xdist worker input that carries the controller's report folder.
@@ -107,11 +106,6 @@ def profile_path(config: pytest.Config) -> Path | None:
     """The profile this run targets: ``--profile``, else ``GENAPI_PROFILE``, else none."""
     value = config.getoption("genapi_profile") or os.environ.get("GENAPI_PROFILE")
     return Path(value) if value else None
-
-
-def worker_name() -> str:
-    """This process's name in the run: its pytest-xdist worker id, ``main`` without xdist."""
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def run_state(config: pytest.Config) -> RunState:
