@@ -93,6 +93,10 @@ SEVERITY: tuple[Verdict, ...] = (
 )
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """One check (a pytest test) and what happened to it; the evidence of a verdict.
@@ -103,7 +107,10 @@ class CheckResult:
     e.g. of a rate-limit check that sends hundreds of requests). ``broken`` names the rules
     a failure broke (empty: every cited one); ``warnings``, ``measurements`` and ``chains``
     (the delivery chains it looked at) are what the check recorded on the way
-    (:mod:`conformance.findings`).
+    (:mod:`conformance.findings`). ``started_at`` and ``stopped_at`` (unix seconds, the
+    start of its set-up and the end of its teardown) and ``worker`` (the pytest-xdist
+    worker that ran it, ``main`` in one process) place it in the run's timeline; None and
+    ``""`` where not known (a check whose process died).
     """
 
     nodeid: str
@@ -118,6 +125,9 @@ class CheckResult:
     warnings: tuple[Finding, ...] = ()
     measurements: tuple[Measurement, ...] = ()
     chains: tuple[ChainTrace, ...] = ()
+    started_at: float | None = None
+    stopped_at: float | None = None
+    worker: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict; pytest-xdist carries it from a worker to the controller."""
@@ -134,6 +144,9 @@ class CheckResult:
             "warnings": [finding.to_dict() for finding in self.warnings],
             "measurements": [measurement.to_dict() for measurement in self.measurements],
             "chains": [chain.to_dict() for chain in self.chains],
+            "started_at": self.started_at,
+            "stopped_at": self.stopped_at,
+            "worker": self.worker,
         }
 
     @classmethod
@@ -151,6 +164,9 @@ class CheckResult:
             warnings=tuple(Finding.from_dict(f) for f in data.get("warnings", ())),
             measurements=tuple(Measurement.from_dict(m) for m in data.get("measurements", ())),
             chains=tuple(ChainTrace.from_dict(c) for c in data.get("chains", ())),
+            started_at=_optional_float(data.get("started_at")),
+            stopped_at=_optional_float(data.get("stopped_at")),
+            worker=str(data.get("worker", "")),
         )
 
     def warnings_for(self, requirement_id: str) -> list[Finding]:

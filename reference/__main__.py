@@ -36,8 +36,9 @@ from reference.config import (
 from reference.faults import FAULTS, UnknownFault, known
 from reference.logs import log_event
 from reference.processes import serve_processes
-from reference.provision import provision
+from reference.provision import ACCOUNTS, provision
 from reference.store import Store, StoreUnavailable
+from reference.tiers import load_tiers
 from reference.webhooks import SCHEMA_SQL
 
 __all__ = ["main"]
@@ -154,6 +155,13 @@ def _parser() -> argparse.ArgumentParser:
         help="TEST MODE: let a harness move the calendar clock of the daily limits forward "
         '(POST /test/clock {"advance_seconds": N}); the provisioned profile declares it '
         "as its [clock]",
+    )
+    serve.add_argument(
+        "--tiers",
+        type=Path,
+        metavar="FILE",
+        help="tiers and prices from FILE (the shape of reference/tiers.toml, every tier the "
+        "provisioned accounts use) instead of the shipped ones",
     )
     serve.add_argument("--key-prefix", default="gk")
     serve.add_argument(
@@ -280,6 +288,21 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return factory
 
 
+def _tiers_problem(path: Path, choices: Choices) -> str | None:
+    """What is wrong with a ``--tiers`` file (None: nothing): unreadable, not the shape of
+    tiers.toml (the field named), or lacking a tier a provisioned account uses."""
+    try:
+        tiers = load_tiers(choices.prices, path)
+    except OSError as error:
+        return f"cannot read {path}: {error.strerror or error}"
+    except ValueError as error:
+        return str(error)
+    missing = sorted(set(ACCOUNTS.values()) - set(tiers.tiers))
+    if missing:
+        return f"{path}: tiers.{missing[0]} is missing (a provisioned account uses it)"
+    return None
+
+
 def serve(args: argparse.Namespace) -> int:
     try:
         faults = known(args.fault)
@@ -292,6 +315,12 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    choices = VARIANT if args.variant else Choices()
+    if args.tiers is not None:
+        problem = _tiers_problem(args.tiers, choices)
+        if problem:
+            print(f"error: --tiers {problem}", file=sys.stderr)
+            return 2
     sock = _bind(args.host, args.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -319,7 +348,8 @@ def serve(args: argparse.Namespace) -> int:
         test_clock=args.test_clock,
         faults=faults,
         master_secret=load_master_secret(store),
-        choices=VARIANT if args.variant else Choices(),
+        choices=choices,
+        tiers_file=args.tiers,
         workers=args.workers,
     )
     _warn_non_default(config)

@@ -115,7 +115,7 @@ def build_service(config: Config, store: Store | None = None) -> Service:
     """Open the store (with the webhook tables) and wire every part to ``config``."""
     faults = Faults(config.faults)
     store = store or Store(config.db_path, extra_schema=[SCHEMA_SQL])
-    tiers = load_tiers(config.choices.prices)
+    tiers = load_tiers(config.choices.prices, config.tiers_file)
     authenticator = Authenticator(store, config, faults, tiers)
     webhooks = WebhookService(store, config, faults)
     worker = GenerationWorker(store, config, faults, webhooks)

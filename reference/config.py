@@ -241,6 +241,8 @@ class Config:
     #: Where the spec leaves room, which side the service takes (:data:`VARIANT`: the
     #: other side of each, ``serve --variant``).
     choices: Choices = field(default_factory=Choices)
+    #: A tiers file replacing the shipped ``tiers.toml`` (``serve --tiers FILE``).
+    tiers_file: Path | None = None
     #: Processes serving the one store (``serve --workers N``). Above 1 the per-minute
     #: windows live in the store, and only the process of ``process_index`` 0 runs the
     #: delivery dispatcher (the others leave their deliveries in the store for it).

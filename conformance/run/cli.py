@@ -74,6 +74,7 @@ from conformance.run.plugin.run import reproduction
 from conformance.run.plugin.state import Preloaded
 from conformance.run.progress import RunProgress
 from conformance.run.summary import RunEnd, summarise
+from conformance.run.timings import TimingsError, load_timings, table
 from conformance.secrets import Redactor
 from conformance.target.profile import Profile, ProfileError, load_profile, write_template
 from conformance.verdicts import RunVerdicts
@@ -262,6 +263,12 @@ def _add_run(commands: Any) -> None:
         help="spend at most M credits in the whole run: each submit counts the profile's "
         "[budgets] credits_per_submit (the spec shows no price) and gets it back when refused; "
         "what the budget does not reach is reported as not run",
+    )
+    add(
+        "--timings",
+        action="store_true",
+        help="after the summary, where the run's time went: its chains of checks, the "
+        "longest, wall time over it and the critical path (conformance.run.timings)",
     )
     loudness = run_parser.add_mutually_exclusive_group()
     loudness.add_argument(
@@ -517,6 +524,9 @@ def _run_pytest(options: argparse.Namespace, target: Preloaded, report_dir: Path
     )
     console = Console(highlight=False, soft_wrap=True)
     summarise(console, end, load_catalog(), quiet=options.quiet, verbose=options.verbose)
+    if options.timings:
+        with contextlib.suppress(TimingsError):  # no check ran: nothing to show
+            console.print("\n".join(table(load_timings(report_dir))), markup=False)
     counts = None if kept.verdicts is None else _counts(kept.verdicts)
     if kept.write_problems:
         # The verdicts stand, but the reports that carry them are not all there.

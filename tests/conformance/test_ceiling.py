@@ -23,9 +23,39 @@ CHECKS = checks_module(
 )
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> tuple[dict[str, dict[str, str]], float]:
+#: The second check's fixture hangs in its set-up, or in its teardown (the check passes).
+FIXTURE_HANGS = """
+import time
+
+import pytest
+
+@pytest.fixture
+def hangs_in_setup():
+    time.sleep(60)
+    yield
+
+@pytest.fixture
+def hangs_in_teardown():
+    yield
+    time.sleep(60)
+"""
+
+
+def _fixture_hangs(phase: str) -> str:
+    return (
+        FIXTURE_HANGS
+        + checks_module(("test_a_passes", MUST[0], "pass"))
+        + f'\n@pytest.mark.requirement("{MUST[1]}")\n'
+        + f"def test_b_fixture_hangs(hangs_in_{phase}):\n    pass\n"
+        + checks_module(("test_c_comes_after", MUST[2], "pass"))
+    )
+
+
+def _run(
+    pytester: pytest.Pytester, *args: str, module: str = CHECKS
+) -> tuple[dict[str, dict[str, str]], float]:
     pytester.makefile(".ini", pytest=INI)
-    pytester.makepyfile(test_checks=CHECKS)
+    pytester.makepyfile(test_checks=module)
     profile = pytester.path / "target.toml"
     profile.write_text(
         profile_text(
@@ -72,4 +102,25 @@ def test_the_workers_keep_the_controllers_deadline(pytester: pytest.Pytester) ->
     for name in ("test_b_would_wait_a_minute", "test_c_comes_after"):
         assert checks[name]["outcome"] == "error", checks[name]
         assert f"the run's ceiling of {CEILING_S} s" in checks[name]["message"]
+    assert took < 50, f"the run took {took:.0f} s"
+
+
+@pytest.mark.parametrize("phase", ["setup", "teardown"])
+def test_a_fixture_going_at_the_ceiling_is_stopped_too(
+    pytester: pytest.Pytester, phase: str
+) -> None:
+    """The ceiling bounds every phase of a check: a fixture that hangs in its set-up or
+    its teardown is stopped there, with the ceiling's verdict (an error, never a pass)."""
+    checks, took = _run(pytester, "-p", "no:xdist", module=_fixture_hangs(phase))
+    assert checks["test_a_passes"]["outcome"] == "passed"
+    stopped = checks["test_b_fixture_hangs"]
+    assert stopped["outcome"] == "error", stopped
+    where = "its set-up" if phase == "setup" else "its teardown"
+    assert (
+        f"ceiling of {CEILING_S} s ([timing] run_ceiling_seconds) passed while this check "
+        f"ran ({where})" in stopped["message"]
+    )
+    not_run = checks["test_c_comes_after"]
+    assert not_run["outcome"] == "error", not_run
+    assert f"not run: the run's ceiling of {CEILING_S} s" in not_run["message"]
     assert took < 50, f"the run took {took:.0f} s"

@@ -179,12 +179,14 @@ token = "cliTESTsessiontoken0123456789"
     return path
 
 
-def _run_against(tmp_path: Path, server: HTTPServer, *only: str) -> SuiteRun:
+def _run_against(
+    tmp_path: Path, server: HTTPServer, *only: str, extra: tuple[str, ...] = ()
+) -> SuiteRun:
     """``genapi-conformance run`` of the checks of *only* against *server*, without workers,
-    its reports in *tmp_path*."""
+    its reports in *tmp_path*; *extra*: more options of ``run``."""
     return run_suite(
         tmp_path / "out",
-        *("--profile", str(_profile(tmp_path, server))),
+        *("--profile", str(_profile(tmp_path, server)), *extra),
         only=only,
         workers=0,
         timeout=180,
@@ -196,7 +198,7 @@ def test_run_against_profile_conformant_target_exits_0(
 ) -> None:
     httpserver.expect_request("/v1/account/tier").respond_with_json(TIER)
     httpserver.expect_request("/api/tier").respond_with_json(TIER)
-    done = _run_against(tmp_path, httpserver, *OWN_IDS)
+    done = _run_against(tmp_path, httpserver, *OWN_IDS, extra=("--timings",))
     report_dir = done.report_dir
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert done.results is not None
@@ -206,6 +208,9 @@ def test_run_against_profile_conformant_target_exits_0(
     assert line.startswith(f"no failures among the {musts} MUST requirements checked; "), line
     assert line in " ".join(done.stdout.split())
     assert str(report_dir) in done.stdout.replace("\n", "")
+    # --timings: where the run's time went, after the summary.
+    assert "ratio wall / longest chain: " in done.stdout
+    assert "critical path (the 3 chains that ended last" in done.stdout
     assert done.verdicts() == dict.fromkeys(OWN_IDS, "pass")
     assert {"report.html", "junit.xml", "pytest-output.txt"} <= {
         p.name for p in report_dir.iterdir()

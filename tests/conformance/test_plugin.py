@@ -112,6 +112,11 @@ def test_plugin_outcomes_map_to_requirement_verdicts(checks: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         ["*conformance verdicts by requirement*", f"FAIL  {MUST[1]}: *", f"WARN  {INTERP[0]}: *"]
     )
+    # Each check's place in the run's timeline: set-up start to teardown end, its process.
+    for check in data["checks"]:
+        assert check["worker"] == "main", check["nodeid"]
+        assert 0 < check["started_at"] <= check["stopped_at"], check["nodeid"]
+        assert check["stopped_at"] - check["started_at"] >= check["duration"] - 0.01
 
 
 def test_plugin_only_interpretation_failed_exits_zero(checks: pytest.Pytester) -> None:
@@ -212,6 +217,9 @@ def test_worker_dies():
     died = {r["id"]: r for r in _results(report_dir)["requirements"]}[MUST[8]]
     assert died["verdict"] == "error", "a check that kills its worker is a harness error"
     assert "the process running this check died" in died["reason"]
+    checks = {c["nodeid"]: c for c in _results(report_dir)["checks"]}
+    assert checks["test_other.py::test_more"]["worker"].startswith("gw")
+    assert checks["test_other.py::test_worker_dies"]["started_at"] is None, "its times died too"
     junit = (report_dir / "junit.xml").read_text(encoding="utf-8")
     assert f'<property name="requirement" value="{MUST[1]}"' in junit
     assert list((report_dir / "allure-results").glob("*-result.json")), "workers wrote Allure"

@@ -180,6 +180,9 @@ def test_judge_pass_reason_counts_skipped_checks() -> None:
     assert run.requirements[0].reason == "1 of 2 checks passed (1 skipped)"
 
 
+TIMING_FIELDS = ("started_at", "stopped_at", "worker")
+
+
 def test_check_result_round_trips_through_plain_data() -> None:
     original = CheckResult(
         nodeid="x.py::t",
@@ -190,8 +193,14 @@ def test_check_result_round_trips_through_plain_data() -> None:
         longrepr="Traceback ...",
         exchanges=(_exchange(1), _exchange(2)),
         exchanges_omitted=3,
+        started_at=1_800_000_000.25,
+        stopped_at=1_800_000_001.5,
+        worker="gw1",
     )
     assert CheckResult.from_dict(original.to_dict()) == original
+    # A result written before the timing was recorded still reads.
+    older = {k: v for k, v in original.to_dict().items() if k not in TIMING_FIELDS}
+    assert CheckResult.from_dict(older).started_at is None
 
 
 def test_trim_exchanges_keeps_first_and_last() -> None:

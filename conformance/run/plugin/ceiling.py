@@ -9,8 +9,10 @@ each process enforces it around the checks it runs:
 * a check that starts after the deadline is not run: its set-up raises
   :class:`RunCeilingPassed`, an error (the harness's, never the target's failure, never a
   pass), so its requirements are reported as not judged;
-* a check still going at the deadline is stopped by a ``SIGALRM`` that raises the same
-  exception in it, an error too.
+* a check still going at the deadline, in any phase (its fixtures' set-up, the check,
+  their teardown), is stopped by a ``SIGALRM`` that raises the same exception there, an
+  error too. One timer, armed around each phase; a teardown that starts past the deadline
+  still gets :data:`TEARDOWN_GRACE_S` to release what the set-up took (servers, files).
 
 :class:`RunCeilingPassed` derives from :class:`BaseException`: a check that catches
 ``Exception`` to judge a broken answer must not swallow it. Where ``SIGALRM`` cannot be
@@ -19,10 +21,11 @@ armed (not the main thread, or no such signal) the check runs to its own deadlin
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from types import FrameType
 
 import pytest
@@ -42,31 +45,53 @@ def _words(config: pytest.Config) -> str:
     return f"the run's ceiling of {seconds:g} s ([timing] run_ceiling_seconds)"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    deadline = run_state(item.config).deadline
-    if deadline is not None and time.time() >= deadline:
-        raise RunCeilingPassed(f"not run: {_words(item.config)} had passed")
-
-
 def _can_alarm() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+#: How long a teardown may take once the deadline has passed: enough to stop a receiver
+#: or remove a folder, bounded so that a teardown that hangs cannot hold the run.
+TEARDOWN_GRACE_S = 10.0
+
+
+@contextlib.contextmanager
+def _armed(item: pytest.Item, phase: str, *, at_least: float = 0.001) -> Iterator[None]:
+    """Raise :class:`RunCeilingPassed` in this phase of *item* if it is still going at the
+    run's deadline (or *at_least* seconds from now, whichever is later)."""
     deadline = run_state(item.config).deadline
     if deadline is None or not _can_alarm():
-        return (yield)
+        yield
+        return
     words = _words(item.config)
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        raise RunCeilingPassed(f"stopped: {words} passed while this check ran")
+        raise RunCeilingPassed(f"stopped: {words} passed while this check ran ({phase})")
 
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.time(), 0.001))
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.time(), at_least))
     try:
-        return (yield)
+        yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    deadline = run_state(item.config).deadline
+    if deadline is not None and time.time() >= deadline:
+        raise RunCeilingPassed(f"not run: {_words(item.config)} had passed")
+    with _armed(item, "its set-up"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    with _armed(item, "the check"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    with _armed(item, "its teardown", at_least=TEARDOWN_GRACE_S):
+        return (yield)

@@ -9,6 +9,7 @@ A failure that breaks only interpretations shows as ``WARN``, not ``FAILED``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ class _Phase:
     message: str
     longrepr: str
     duration: float
+    #: Wall clock (unix seconds) at the phase's start and end, as pytest reports them.
+    start: float
+    stop: float
 
 
 #: The phases of a check so far.
@@ -103,7 +107,17 @@ def pytest_runtest_makereport(
 
     outcome, message = _phase_outcome(report, call)
     phases = item.stash.setdefault(_PHASES_KEY, [])
-    phases.append(_Phase(report.when, outcome, message, longrepr_text(report), report.duration))
+    phases.append(
+        _Phase(
+            report.when,
+            outcome,
+            message,
+            longrepr_text(report),
+            report.duration,
+            report.start,
+            report.stop,
+        )
+    )
     if report.when == "call" and outcome is Outcome.FAILED:
         broken = _broken(excinfo, ids)
         item.stash[_BROKEN_KEY] = broken
@@ -161,7 +175,9 @@ def _check_result(
     """One outcome from the phases: a setup error or skip decides; else the call does;
     a teardown error turns a pass or a skip into an error (the harness broke)."""
     by_when = {phase.when: phase for phase in phases}
-    decisive = by_when.get("setup") or _Phase("setup", Outcome.ERROR, "setup did not run", "", 0)
+    decisive = by_when.get("setup") or _Phase(
+        "setup", Outcome.ERROR, "setup did not run", "", 0, 0, 0
+    )
     if decisive.outcome is Outcome.PASSED and "call" in by_when:
         decisive = by_when["call"]
     outcome, message, longrepr = decisive.outcome, decisive.message, decisive.longrepr
@@ -188,7 +204,16 @@ def _check_result(
         warnings=tuple(findings.Finding(f.rule, redactor.text(f.message)) for f in found.warnings),
         measurements=tuple(found.measurements),
         chains=tuple(found.chains),
+        started_at=min((phase.start for phase in phases), default=None),
+        stopped_at=max((phase.stop for phase in phases), default=None),
+        worker=_worker(),
     )
+
+
+def _worker() -> str:
+    """This process's name in the run: its pytest-xdist worker id, ``main`` without xdist
+    (the name :func:`conformance.run.plugin.channels.log_path` gives its log too)."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def check_overall(check: CheckResult, catalog: Catalog) -> Verdict:
