@@ -24,14 +24,13 @@ logged by then, and says how many generations it compared.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath
 from typing import Final
 
 import pytest
 
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
-from conformance.run.plugin.state import run_state, scratch_folder
+from conformance.run.plugin.state import run_state, scratch_folder, worker_name
 
 __all__ = [
     "EVENTS_DIR",
@@ -57,8 +56,7 @@ def events_dir(config: pytest.Config) -> Path:
 
 def log_path(config: pytest.Config) -> Path:
     """This process's log of the final events its receiver gets (one file per worker)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    return events_dir(config) / f"{worker}.jsonl"
+    return events_dir(config) / f"{worker_name()}.jsonl"
 
 
 def reset_events(config: pytest.Config) -> None:

@@ -9,7 +9,6 @@ A failure that breaks only interpretations shows as ``WARN``, not ``FAILED``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +19,7 @@ from conformance.catalog import Catalog
 from conformance.evidence import Exchange
 from conformance.run.plugin.citations import REQUIREMENTS_KEY
 from conformance.run.plugin.redaction import longrepr_text, redact_report
-from conformance.run.plugin.state import run_state
+from conformance.run.plugin.state import run_state, worker_name
 from conformance.secrets import Redactor
 from conformance.target.budget import BudgetSpent
 from conformance.target.client import EXCHANGES_KEY
@@ -206,14 +205,8 @@ def _check_result(
         chains=tuple(found.chains),
         started_at=min((phase.start for phase in phases), default=None),
         stopped_at=max((phase.stop for phase in phases), default=None),
-        worker=_worker(),
+        worker=worker_name(),
     )
-
-
-def _worker() -> str:
-    """This process's name in the run: its pytest-xdist worker id, ``main`` without xdist
-    (the name :func:`conformance.run.plugin.channels.log_path` gives its log too)."""
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def check_overall(check: CheckResult, catalog: Catalog) -> Verdict:

@@ -39,6 +39,7 @@ __all__ = [
     "resolve",
     "run_state",
     "scratch_folder",
+    "worker_name",
 ]
 
 #: The xdist worker input that carries the controller's report folder.
@@ -123,6 +124,12 @@ def profile_path(config: pytest.Config) -> Path | None:
 def run_state(config: pytest.Config) -> RunState:
     """The run's state (the plugin sets it before any fixture or collection runs)."""
     return config.stash[RUN_KEY]
+
+
+def worker_name() -> str:
+    """This process's name in the run: its pytest-xdist worker id (``gw0`` …), or
+    ``main`` without xdist."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def scratch_folder(config: pytest.Config, name: str) -> Path:
