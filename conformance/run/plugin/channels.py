@@ -56,7 +56,7 @@ def events_dir(config: pytest.Config) -> Path:
 
 def log_path(config: pytest.Config) -> Path:
     """This process's log of the final events its receiver gets (one file per worker)."""
-    return events_dir(config) / f"{worker_name()}.jsonl"
+    return events_dir(config) / f"{worker_name(config)}.jsonl"
 
 
 def reset_events(config: pytest.Config) -> None:

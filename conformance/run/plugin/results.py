@@ -205,7 +205,7 @@ def _check_result(
         chains=tuple(found.chains),
         started_at=min((phase.start for phase in phases), default=None),
         stopped_at=max((phase.stop for phase in phases), default=None),
-        worker=worker_name(),
+        worker=worker_name(item.config),
     )
 
 

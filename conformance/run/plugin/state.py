@@ -126,10 +126,12 @@ def run_state(config: pytest.Config) -> RunState:
     return config.stash[RUN_KEY]
 
 
-def worker_name() -> str:
+def worker_name(config: pytest.Config) -> str:
     """This process's name in the run: its pytest-xdist worker id (``gw0`` …), or
-    ``main`` without xdist."""
-    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+    ``main`` without xdist. Read from the session's own configuration, not the
+    environment, which a pytest run started inside an xdist worker inherits."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else "main"
 
 
 def scratch_folder(config: pytest.Config, name: str) -> Path:
