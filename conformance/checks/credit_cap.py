@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.checks.low_limit import Chain, accepted_id, submit_body, wait_finished
+from conformance.checks.low_limit import Chain, accepted_id, wait_finished
 from conformance.judge.asserts import credits_used_today
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient, Recorder
@@ -82,8 +82,7 @@ class _Spender:
         """One submit to *path*: the price its event reports (None: not an integer, or
         refused with 429, which ends the spending with *path*)."""
         self.chain.make_room(self.recorder, 1, self.profile)
-        body = submit_body(self.endpoint)
-        response = self.api.request("POST", path, role=self.chain.role, json=body, patient=False)
+        response = self.chain.submit(self.api, self.endpoint, path=path)
         self.statuses.append(response.status_code)
         if response.status_code == 429:
             if self.refused is None:
@@ -178,8 +177,7 @@ def concurrent_submits(
     chain.make_room(recorder, len(clients), profile)
 
     def send(client: ApiClient) -> httpx.Response:
-        body = submit_body(endpoint, prompt)
-        return client.request("POST", IMAGES_PATH, role=chain.role, json=body, patient=False)
+        return chain.submit(client, endpoint, prompt)
 
     with ThreadPoolExecutor(max_workers=len(clients)) as pool:
         statuses = [r.status_code for r in pool.map(send, clients)]

@@ -203,11 +203,16 @@ class Chain:
         return api.request(rate.method, rate.path, role=role or self.role, json=body, patient=False)
 
     def submit(
-        self, api: ApiClient, endpoint: Endpoint, prompt: str = SUBMIT_PROMPT
+        self,
+        api: ApiClient,
+        endpoint: Endpoint,
+        prompt: str = SUBMIT_PROMPT,
+        path: str = IMAGES_PATH,
     ) -> httpx.Response:
-        """An image submit on the chain's key with an inline target at *endpoint*."""
+        """A submit (an image, or to *path*) on the chain's key with an inline target at
+        *endpoint*."""
         body = submit_body(endpoint, prompt)
-        return api.request("POST", IMAGES_PATH, role=self.role, json=body, patient=False)
+        return api.request("POST", path, role=self.role, json=body, patient=False)
 
     def open_window(
         self, api: ApiClient, profile: Profile, recorder: Recorder

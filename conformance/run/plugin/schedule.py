@@ -83,11 +83,11 @@ def run_scheduling() -> type[Any]:
             smallest other module; when only chains are left, the next chain."""
             chains = sorted((s for s in self.workqueue if is_chain(s)), key=_chain_rank)
             others = [s for s in self.workqueue if not is_chain(s) and not is_last(s)]
-            in_chains = sum(1 for n in self.nodes if self._in_chain(n))
-            chain_free = len(self.nodes) - in_chains
-            if chains and (not others or (not self._in_chain(node) and chain_free > 1)):
+            in_chain = self._in_chain(node)
+            chain_free = len(self.nodes) - sum(1 for n in self.nodes if self._in_chain(n))
+            if chains and (not others or (not in_chain and chain_free > 1)):
                 self.workqueue.move_to_end(chains[0], last=False)
-            elif others and self._in_chain(node):
+            elif others and in_chain:
                 smallest = min(others, key=lambda s: len(self.workqueue[s]))
                 self.workqueue.move_to_end(smallest, last=False)
             elif others:
