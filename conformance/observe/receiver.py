@@ -7,8 +7,10 @@ deliveries. An endpoint scripts its replies (a status sequence for the retry rul
 spec §3, a delay beyond the 10 s per-attempt timeout, a redirect that must not be
 followed, spec §6 Behaviour) and captures what arrived: the raw body bytes (signatures
 are verified on them, spec §6 Signature 3), the headers, and the arrival time taken with
-``time.monotonic()`` inside the handler (pytest-httpserver logs only after the handler
-returns, without arrival times).
+the kernel's receive stamp of the request's first byte (:mod:`conformance.observe.arrival`:
+the suite's own lateness on a loaded machine stays out of the gaps it judges), or, where
+there is none, ``time.monotonic()`` on entry to the handler (pytest-httpserver logs only
+after the handler returns, without arrival times).
 
 The listeners that must never be reached live in :mod:`conformance.observe.canary`; their names
 are importable from here too, beside the receiver the canary's rebind listener shares a
@@ -43,7 +45,9 @@ import httpx
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.serving import WSGIRequestHandler
 
+from conformance.observe.arrival import enable_stamps, first_byte_at
 from conformance.observe.canary import Canary, CanaryHit, CanaryView
 from conformance.target.profile import ReceiverProfile
 from conformance.target.wire import WireProfile
@@ -106,7 +110,7 @@ class Delivery:
 
     raw_body: bytes
     headers: httpx.Headers  # a case-insensitive Mapping[str, str]
-    arrived_at: float  # time.monotonic() on entry to the handler
+    arrived_at: float  # time.monotonic() of its first byte (see the module's docstring)
     path: str
     method: str
     query: str = ""
@@ -271,12 +275,60 @@ class Endpoint:
         return f"Endpoint({self.name!r}, {self.path!r}, {len(self.deliveries)} deliveries)"
 
 
+#: Where :class:`_StampingHandler` leaves a request's arrival time in its WSGI environ.
+_ARRIVED_AT: Final = "conformance.arrived_at"
+
+
+class _StampingHandler(WSGIRequestHandler):
+    """werkzeug's request handler that first notes when each request's first byte reached
+    the machine (:func:`~conformance.observe.arrival.first_byte_at`)."""
+
+    def setup(self) -> None:
+        super().setup()
+        self._stamped = enable_stamps(self.connection)
+
+    def handle_one_request(self) -> None:
+        self._first_byte_at = (
+            first_byte_at(self.connection, self._read_ahead) if self._stamped else None
+        )
+        super().handle_one_request()
+
+    def _read_ahead(self) -> bool:
+        """Whether the reader already holds bytes (asked when the socket holds none): a
+        non-blocking peek returns only what is buffered."""
+        timeout = self.connection.gettimeout()
+        self.connection.settimeout(0.0)
+        try:
+            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+        except OSError:
+            return False
+        finally:
+            self.connection.settimeout(timeout)
+
+    def make_environ(self) -> dict[str, Any]:
+        environ = super().make_environ()
+        environ[_ARRIVED_AT] = self._first_byte_at
+        return environ
+
+
 class _Server(HTTPServer):
-    """pytest-httpserver with one dispatcher and no unbounded request log."""
+    """pytest-httpserver with one dispatcher, no unbounded request log, and arrival
+    times from the kernel."""
 
     def __init__(self, host: str, port: int, dispatch: Callable[[Request], Response]) -> None:
         super().__init__(host=host, port=port, threaded=True)
         self._dispatch_to = dispatch
+
+    def start(self) -> None:
+        super().start()
+        # pytest-httpserver does not pass a handler class to werkzeug; the server reads
+        # this attribute per connection. One that came before this line (nobody knows the
+        # port yet) is timed on entry to the handler instead.
+        assert self.server is not None
+        self.server.RequestHandlerClass = _StampingHandler
+        # On the listener: accepted connections inherit it, and a request's first bytes,
+        # which may come before its handler runs, are stamped as they arrive.
+        enable_stamps(self.server.socket)
 
     def application(self, request: Request) -> Response:
         # The base class appends every (request, response) to self.log, which grows for
@@ -378,7 +430,7 @@ class Receiver:
         return path[len(base) :] if base and path.startswith(base + "/") else path
 
     def _handle(self, request: Request) -> Response:
-        arrived_at = time.monotonic()  # first thing: the arrival time (spec §3 backoff)
+        arrived_at = request.environ.get(_ARRIVED_AT) or time.monotonic()  # spec §3 backoff
         endpoint: Endpoint | None = None
         try:
             path = self._path_of(request)

@@ -1,4 +1,4 @@
-"""The receiver isolates endpoints, scripts replies, captures raw deliveries with in-handler
+"""The receiver isolates endpoints, scripts replies, captures raw deliveries with their
 arrival times, waits with deadlines, and its canaries catch forbidden connections."""
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_wait_for_deadline_names_what_arrived(server: Receiver, http: httpx.Clie
         empty.wait_for(1, timeout=0.1)
 
 
-def test_arrival_times_are_monotonic_and_taken_in_the_handler(
+def test_arrival_times_are_monotonic_and_taken_on_arrival(
     server: Receiver, http: httpx.Client
 ) -> None:
     endpoint = server.endpoint("timing").respond_with_delay(0.4)
