@@ -21,7 +21,7 @@ from typing import Any
 from reference.netguard import mask_userinfo
 from reference.store import Store
 
-from .sender import AttemptResult
+from .sender import ATTEMPT_FIELDS, AttemptResult
 
 __all__ = [
     "DeliveryRow",
@@ -202,9 +202,7 @@ def delivery_views(
     )
     attempts: dict[str, list[dict[str, Any]]] = {}
     for a in attempt_rows:
-        attempts.setdefault(a["delivery_id"], []).append(
-            {"n": a["n"], "at": a["at"], "status": a["status"], "ms": a["ms"], "error": a["error"]}
-        )
+        attempts.setdefault(a["delivery_id"], []).append({name: a[name] for name in ATTEMPT_FIELDS})
     views = [
         {
             "id": row["id"],
