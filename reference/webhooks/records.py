@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from reference.logs import log_event
 from reference.netguard import mask_userinfo
 from reference.store import Store
 
@@ -29,6 +30,7 @@ __all__ = [
     "due_deliveries",
     "get_delivery",
     "insert_delivery",
+    "log_attempt",
     "next_due_at",
     "record_attempt",
 ]
@@ -165,6 +167,29 @@ def _iso(unix: float | None) -> str | None:
     if unix is None:
         return None
     return datetime.fromtimestamp(unix, UTC).isoformat(timespec="milliseconds")
+
+
+def log_attempt(
+    delivery_id: str,
+    generation_id: str | None,
+    result: AttemptResult,
+    *,
+    outcome: str,
+    trigger: str,
+) -> None:
+    """The log line of one recorded attempt, automatic or manual (*trigger*), with the
+    outcome it left the delivery in."""
+    log_event(
+        "delivery",
+        delivery_id=delivery_id,
+        generation_id=generation_id,
+        attempt=result.n,
+        status=result.status,
+        ms=result.ms,
+        error=result.error,
+        outcome=outcome,
+        trigger=trigger,
+    )
 
 
 def delivery_views(
