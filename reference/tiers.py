@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -36,15 +36,9 @@ class Tier:
     allowed_model_types: tuple[str, ...]
 
     def record(self) -> dict[str, Any]:
-        """The tier record exactly as spec §2 lists it (GET /v1/account/tier, /api/tier)."""
-        return {
-            "plan_code": self.plan_code,
-            "requests_per_minute": self.requests_per_minute,
-            "requests_per_day": self.requests_per_day,
-            "concurrent_limit": self.concurrent_limit,
-            "max_credits_per_day": self.max_credits_per_day,
-            "allowed_model_types": list(self.allowed_model_types),
-        }
+        """The tier record exactly as spec §2 lists it (GET /v1/account/tier, /api/tier):
+        the fields above, in their order, the model categories as a JSON list."""
+        return {**asdict(self), "allowed_model_types": list(self.allowed_model_types)}
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 :class:`Attempts` holds what every attempt needs: the delivery client (netguard's
 egress-guarded transport), the signing secret of a delivery (the registered webhook's
 whsec_ secret, else the per-key secret of the key that submitted the generation) and
-the send options (honest unless a fault says otherwise). The dispatcher makes the
-automatic attempts with these; :meth:`Attempts.manual` makes the one synchronous
-attempt of a console test delivery or a redelivery and records it before answering.
+the send options (honest unless a fault says otherwise); :meth:`Attempts.send` sends
+one attempt with them. The dispatcher makes the automatic attempts through it;
+:meth:`Attempts.manual` makes the one synchronous attempt of a console test delivery or
+a redelivery and records it before answering.
 
 Interpretation (the spec leaves it open): ``failed`` is the outcome of a single manual
 attempt that did not succeed. Automatic attempts end ``delivered`` or ``exhausted``.
@@ -26,12 +27,11 @@ from reference.auth import signing_secret_for
 from reference.config import Config
 from reference.errors import ApiError
 from reference.fault import Fault, Faults
-from reference.logs import log_event
 from reference.store import Store
 
 from . import delivery_faults, event_faults
 from .dispatcher import DeliveryPolicy
-from .records import DeliveryRow, record_attempt
+from .records import DeliveryRow, log_attempt, record_attempt
 from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
 
 __all__ = ["Attempts", "manual_answer"]
@@ -214,6 +214,33 @@ class Attempts:
             delivery_id=request.delivery_id,
         )
 
+    # --- sending ------------------------------------------------------------------------
+
+    async def send(
+        self, row: DeliveryRow, *, attempt: int, secret: str, address: str, generation_id: str
+    ) -> AttemptResult:
+        """Send attempt number *attempt* of a stored delivery to the validated *address*,
+        signed with *secret*, with the delivery's send options and the policy's timeout:
+        what an automatic attempt and a manual one both do (never raises for network
+        failures)."""
+        request = DeliveryRequest(
+            delivery_id=row.id,
+            event_type=row.event_type,
+            generation_id=generation_id,
+            url=row.target_url,
+            address=address,
+            body=row.body,
+            attempt=attempt,
+            secret=secret,
+        )
+        return await send_attempt(
+            await self.client(),
+            request,
+            timeout_s=self.policy.timeout_s,
+            timer_slack_s=self.policy.timer_slack_s,
+            options=self.options_for(row),
+        )
+
     # --- manual attempts (console test, redeliver) --------------------------------------
 
     async def manual(
@@ -241,37 +268,17 @@ class Attempts:
             restart = trigger == "redeliver" and (
                 self.config.choices.redelivery_attempt_header == "restart"
             )
-            request = DeliveryRequest(
-                delivery_id=row.id,
-                event_type=row.event_type,
-                generation_id=generation_id,
-                url=row.target_url,
-                address=address,
-                body=row.body,
+            result = await self.send(
+                row,
                 attempt=1 if restart else row.attempt_count + 1,
                 secret=self.secret_for(row),
-            )
-            result = await send_attempt(
-                await self.client(),
-                request,
-                timeout_s=self.policy.timeout_s,
-                timer_slack_s=self.policy.timer_slack_s,
-                options=self.options_for(row),
+                address=address,
+                generation_id=generation_id,
             )
             result = dataclasses.replace(result, n=row.attempt_count + 1)
             outcome = "delivered" if result.succeeded else "failed"
             await run_db(self.record_manual, record_id, result, trigger, outcome)
-            log_event(
-                "delivery",
-                delivery_id=record_id,
-                generation_id=row.generation_id,
-                attempt=result.n,
-                status=result.status,
-                ms=result.ms,
-                error=result.error,
-                outcome=outcome,
-                trigger=trigger,
-            )
+            log_attempt(record_id, row.generation_id, result, outcome=outcome, trigger=trigger)
             return result
         finally:
             self._manual.discard(record_id)

@@ -20,20 +20,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import httpx
+from typing import Protocol
 
 from reference.aio import STOP_TIMEOUT_S, run_db, wait_event
 from reference.config import Config
 from reference.fault import Fault, Faults
-from reference.logs import log_event
 from reference.store import Store
 
 from .envelopes import timestamp_now
-from .records import DeliveryRow, due_deliveries, next_due_at, record_attempt
-from .sender import AttemptResult, DeliveryRequest, SendOptions, send_attempt
+from .records import DeliveryRow, due_deliveries, log_attempt, next_due_at, record_attempt
+from .sender import AttemptResult
 
 __all__ = ["DeliveryPolicy", "Dispatcher", "delivery_policy"]
 
@@ -154,8 +152,14 @@ def delivery_policy(config: Config, faults: Faults) -> DeliveryPolicy:
 
 
 SecretLookup = Callable[[DeliveryRow], str]
-OptionsLookup = Callable[[DeliveryRow], SendOptions]
-ClientGetter = Callable[[], Awaitable[httpx.AsyncClient]]
+
+
+class AttemptSender(Protocol):
+    """Sends one attempt of a stored delivery (``Attempts.send``)."""
+
+    async def __call__(
+        self, row: DeliveryRow, *, attempt: int, secret: str, address: str, generation_id: str
+    ) -> AttemptResult: ...
 
 
 class Dispatcher:
@@ -166,14 +170,12 @@ class Dispatcher:
         store: Store,
         policy: DeliveryPolicy,
         secret_for: SecretLookup,
-        options_for: OptionsLookup,
-        client: ClientGetter,
+        send: AttemptSender,
     ) -> None:
         self._store = store
         self._policy = policy
         self._secret_for = secret_for
-        self._options_for = options_for
-        self._client = client
+        self._send = send
         self._running: dict[str, asyncio.Task[None]] = {}
         self._cooldown: dict[str, float] = {}
         self._wake = asyncio.Event()
@@ -261,39 +263,18 @@ class Dispatcher:
                     n=n, at=timestamp_now(), status=0, ms=0, error=f"not sent: {missing}"
                 )
             else:
-                request = DeliveryRequest(
-                    delivery_id=row.id,
-                    event_type=row.event_type,
-                    generation_id=row.generation_id or "",
-                    url=row.target_url,
-                    address=row.address,
-                    body=row.body,
+                result = await self._send(
+                    row,
                     attempt=n,
                     secret=secret,
-                )
-                client = await self._client()
-                result = await send_attempt(
-                    client,
-                    request,
-                    timeout_s=self._policy.timeout_s,
-                    timer_slack_s=self._policy.timer_slack_s,
-                    options=self._options_for(row),
+                    address=row.address,
+                    generation_id=row.generation_id or "",
                 )
             # Backoff counts from the end of the failed attempt (spec §6).
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)
             await run_db(self._commit, row.id, result, outcome, next_at)
-            log_event(
-                "delivery",
-                delivery_id=row.id,
-                generation_id=row.generation_id,
-                attempt=n,
-                status=result.status,
-                ms=result.ms,
-                error=result.error,
-                outcome=outcome,
-                trigger="automatic",
-            )
+            log_attempt(row.id, row.generation_id, result, outcome=outcome, trigger="automatic")
         except asyncio.CancelledError:
             raise
         except Exception:

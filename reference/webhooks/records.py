@@ -18,10 +18,11 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from reference.logs import log_event
 from reference.netguard import mask_userinfo
 from reference.store import Store
 
-from .sender import AttemptResult
+from .sender import ATTEMPT_FIELDS, AttemptResult
 
 __all__ = [
     "DeliveryRow",
@@ -29,6 +30,7 @@ __all__ = [
     "due_deliveries",
     "get_delivery",
     "insert_delivery",
+    "log_attempt",
     "next_due_at",
     "record_attempt",
 ]
@@ -167,6 +169,29 @@ def _iso(unix: float | None) -> str | None:
     return datetime.fromtimestamp(unix, UTC).isoformat(timespec="milliseconds")
 
 
+def log_attempt(
+    delivery_id: str,
+    generation_id: str | None,
+    result: AttemptResult,
+    *,
+    outcome: str,
+    trigger: str,
+) -> None:
+    """The log line of one recorded attempt, automatic or manual (*trigger*), with the
+    outcome it left the delivery in."""
+    log_event(
+        "delivery",
+        delivery_id=delivery_id,
+        generation_id=generation_id,
+        attempt=result.n,
+        status=result.status,
+        ms=result.ms,
+        error=result.error,
+        outcome=outcome,
+        trigger=trigger,
+    )
+
+
 def delivery_views(
     store: Store,
     where: str,
@@ -202,9 +227,7 @@ def delivery_views(
     )
     attempts: dict[str, list[dict[str, Any]]] = {}
     for a in attempt_rows:
-        attempts.setdefault(a["delivery_id"], []).append(
-            {"n": a["n"], "at": a["at"], "status": a["status"], "ms": a["ms"], "error": a["error"]}
-        )
+        attempts.setdefault(a["delivery_id"], []).append({name: a[name] for name in ATTEMPT_FIELDS})
     views = [
         {
             "id": row["id"],

@@ -27,13 +27,16 @@ import httpx
 from .envelopes import new_event_id, timestamp_now
 from .signing import signature_header
 
-__all__ = ["AttemptResult", "DeliveryRequest", "send_attempt"]
+__all__ = ["ATTEMPT_FIELDS", "AttemptResult", "DeliveryRequest", "send_attempt"]
 
 PINNED_ADDRESS_EXTENSION = "genapi.pinned_address"
 USER_AGENT = "genapi-reference-webhooks/0.1"
 #: Bounds on reading a reply body to reuse its connection (see ``finish_body``).
 DRAIN_MAX_BYTES = 64 * 1024
 DRAIN_S = 0.05
+#: The fields of an entry of a delivery record's ``attempts``, in the order spec §2
+#: lists them (an attempt's answer and the stored attempts alike show exactly these).
+ATTEMPT_FIELDS = ("n", "at", "status", "ms", "error")
 
 
 @dataclass(frozen=True)
@@ -70,13 +73,8 @@ class AttemptResult:
         return 200 <= self.status < 300
 
     def view(self) -> dict[str, object]:
-        return {
-            "n": self.n,
-            "at": self.at,
-            "status": self.status,
-            "ms": self.ms,
-            "error": self.error,
-        }
+        """The attempt as an ``attempts`` entry (spec §2)."""
+        return {name: getattr(self, name) for name in ATTEMPT_FIELDS}
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,7 @@ class WebhookService:
             store,
             delivery,
             self.attempts.signing_secret,
-            self.attempts.options_for,
-            self.attempts.client,
+            self.attempts.send,
         )
         self.registered = RegisteredWebhooks(
             store, faults, config.base_url, self.targets, self.attempts, choices

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from webhook_harness import HarnessFactory, add_foreign_key
+from webhook_harness import HarnessFactory, add_foreign_key, refused
 
 from reference.config import Config
-from reference.errors import ApiError
 from reference.netguard import DnsServerResolver, HostsFileResolver, SystemResolver
 from reference.webhooks import policy_from_config
 
@@ -53,11 +52,10 @@ async def test_callback_url_binds_callback_mode(service_factory: HarnessFactory)
 async def test_losing_target_is_still_validated(service_factory: HarnessFactory) -> None:
     """A private callback_url is refused even though webhook.url wins (TARGET-ORDER-05)."""
     h = await service_factory()
-    with pytest.raises(ApiError) as raised:
+    with refused(400) as raised:
         await h.service.select_target(
             {"webhook": {"url": HOOK}, "callback_url": "http://10.0.0.1:9/"}, h.key
         )
-    assert raised.value.status == 400
     assert "callback_url" in raised.value.detail
 
 
@@ -77,35 +75,31 @@ async def test_losing_target_is_still_validated(service_factory: HarnessFactory)
 async def test_bad_target_is_400(service_factory: HarnessFactory, url: object, field: str) -> None:
     h = await service_factory()
     body = {"callback_url": url} if field == "callback_url" else {"webhook": {"url": url}}
-    with pytest.raises(ApiError) as raised:
+    with refused(400) as raised:
         await h.service.select_target(body, h.key)
-    assert raised.value.status == 400
     assert field in raised.value.detail
 
 
 async def test_unknown_webhook_id_is_404(service_factory: HarnessFactory) -> None:
     h = await service_factory()
-    with pytest.raises(ApiError) as raised:
+    with refused(404):
         await h.service.select_target({"webhook": {"id": "wh_nope"}}, h.key)
-    assert raised.value.status == 404
 
 
 async def test_foreign_webhook_id_is_404(service_factory: HarnessFactory) -> None:
     h = await service_factory()
     hook_id = await h.register(HOOK)
     foreign = add_foreign_key(h)
-    with pytest.raises(ApiError) as raised:
+    with refused(404):
         await h.service.select_target({"webhook": {"id": hook_id}}, foreign)
-    assert raised.value.status == 404
 
 
 async def test_deleted_webhook_id_is_404(service_factory: HarnessFactory) -> None:
     h = await service_factory()
     hook_id = await h.register(HOOK)
     h.service.delete_webhook(h.account_id, hook_id)
-    with pytest.raises(ApiError) as raised:
+    with refused(404):
         await h.service.select_target({"webhook": {"id": hook_id}}, h.key)
-    assert raised.value.status == 404
 
 
 @pytest.mark.parametrize(
@@ -119,9 +113,8 @@ async def test_deleted_webhook_id_is_404(service_factory: HarnessFactory) -> Non
 )
 async def test_bad_events_are_400(service_factory: HarnessFactory, events: object) -> None:
     h = await service_factory()
-    with pytest.raises(ApiError) as raised:
+    with refused(400):
         await h.service.select_target({"webhook": {"url": HOOK, "events": events}}, h.key)
-    assert raised.value.status == 400
 
 
 async def test_explicit_events_replace_defaults(service_factory: HarnessFactory) -> None:
@@ -160,9 +153,8 @@ async def test_webhook_without_id_or_url_is_400(
     service_factory: HarnessFactory, body: dict[str, object]
 ) -> None:
     h = await service_factory()
-    with pytest.raises(ApiError) as raised:
+    with refused(400):
         await h.service.select_target(body, h.key)
-    assert raised.value.status == 400
 
 
 async def test_binding_view_after_record(service_factory: HarnessFactory) -> None:
@@ -179,9 +171,8 @@ async def test_binding_view_after_record(service_factory: HarnessFactory) -> Non
 
 async def test_registered_url_must_pass_callback_rules(service_factory: HarnessFactory) -> None:
     h = await service_factory()
-    with pytest.raises(ApiError) as raised:
+    with refused(400):
         await h.service.create_webhook(h.account_id, {"url": "http://10.0.0.1/"})
-    assert raised.value.status == 400
 
 
 async def test_registered_webhook_secret_shown_once(service_factory: HarnessFactory) -> None:

@@ -13,13 +13,15 @@ import json
 import secrets
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
+import pytest
 import referencing
 from referencing.jsonschema import DRAFT202012
 from scripted_target import Receiver, Reply
@@ -27,6 +29,7 @@ from scripted_target import Receiver, Reply
 import genapi_spec
 from reference.auth import KeyContext, signing_secret_for
 from reference.config import Config
+from reference.errors import ApiError
 from reference.store import Store
 from reference.webhooks import WebhookService
 
@@ -183,6 +186,15 @@ def schema_validator(name: str) -> jsonschema.Draft202012Validator:
 def assert_schema(name: str, instance: Any) -> None:
     errors = sorted(schema_validator(name).iter_errors(instance), key=str)
     assert not errors, f"{name}: " + "; ".join(e.message for e in errors[:5])
+
+
+@contextmanager
+def refused(status: int) -> Iterator[pytest.ExceptionInfo[ApiError]]:
+    """Expect the block to be refused: an ``ApiError`` with this HTTP ``status``. Gives the
+    caught error, for asserts on its detail."""
+    with pytest.raises(ApiError) as raised:
+        yield raised
+    assert raised.value.status == status, f"refused with {raised.value}, not {status}"
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
