@@ -22,7 +22,7 @@ FILE``. Where a new check goes and how it is written:
   ``rule`` only where the check cites several ids, and then exactly one of them; what was
   sent or waited for goes into the message, never into the rule.
 * **Set up once per module** what costs a generation, through the ``labs`` fixture: a
-  module-scoped fixture returns ``labs.events(name)`` (event scenarios),
+  module-scoped fixture returns ``labs.events(name, *started)`` (event scenarios),
   ``labs.chains(name)`` (delivery chains) or ``labs.paths(name)`` (real ids for paths),
   which are closed after the module's last check.
 * **Never sleep to synchronise**: wait for an event with a deadline
