@@ -16,7 +16,13 @@ import httpx
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
+from conformance.judge.asserts import (
+    accepted_generation_id,
+    assert_refused,
+    assert_status,
+    credits_used_today,
+    describe,
+)
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Endpoint
@@ -48,13 +54,7 @@ def _accepted(api: ApiClient, body: dict[str, Any]) -> str:
     response = api.request("POST", IMAGES_PATH, json=body)
     if not 200 <= response.status_code < 300:
         fail(f"expected the submit accepted (202), saw {describe(response)}")
-    try:
-        generation_id = response.json().get("id")
-    except (ValueError, AttributeError):
-        generation_id = None
-    if not isinstance(generation_id, str):
-        fail(f"expected the accepted submit to carry the generation id, saw {describe(response)}")
-    return generation_id
+    return accepted_generation_id(response)
 
 
 def _delivered_alone(

@@ -15,7 +15,7 @@ from typing import Any, Final
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import accepted_generation_id, assert_status, describe
 from conformance.judge.operations import Operation, OperationPaths, operations
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
@@ -67,12 +67,7 @@ def test_image_submit_with_target_is_asynchronous(
         "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
     )
     assert_status(response, 202)
-    try:
-        generation_id = response.json().get("id")
-    except (ValueError, AttributeError):
-        generation_id = None
-    if not isinstance(generation_id, str):
-        fail(f"expected the 202 to carry the generation id, saw {describe(response)}")
+    generation_id = accepted_generation_id(response)
     try:
         arrived = endpoint.wait_for(1, delivery_deadline(profile))
     except DeliveryTimeout as missing:

@@ -26,6 +26,7 @@ from conformance.target.setup import SetupFailed
 
 __all__ = [
     "AUTH_REFUSALS",
+    "accepted_generation_id",
     "assert_delivery_list",
     "assert_not_refused_for_auth",
     "assert_refused",
@@ -35,6 +36,7 @@ __all__ = [
     "credits_used_today",
     "describe",
     "error_detail",
+    "generation_id_of",
     "json_object",
     "json_values",
     "nested_values",
@@ -122,6 +124,26 @@ def error_detail(response: httpx.Response) -> object:
     """The ``detail`` of an error answer's JSON object (spec §7); None when there is none."""
     body = json_object(response)
     return body.get("detail") if body is not None else None
+
+
+def generation_id_of(response: httpx.Response) -> object:
+    """The ``id`` of a submit's JSON object answer (spec §4: the 202 carries the
+    generation id); None when there is none."""
+    body = json_object(response)
+    return body.get("id") if body is not None else None
+
+
+def accepted_generation_id(response: httpx.Response, rule: str | None = None) -> str:
+    """The generation id an accepted submit's answer carries, as a string; a failure when
+    it carries none (the status is the caller's to judge)."""
+    generation_id = generation_id_of(response)
+    if not isinstance(generation_id, str):
+        fail(
+            f"{_request_line(response)}: expected the accepted submit to carry the generation "
+            f"id, saw {describe(response)}",
+            rule=rule,
+        )
+    return generation_id
 
 
 def json_values(response: httpx.Response) -> list[Any]:

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import (
+    accepted_generation_id,
     assert_not_refused_for_auth,
     assert_refused,
     assert_status,
@@ -13,6 +14,7 @@ from conformance.judge.asserts import (
     assert_webhook_list,
     credits_used_today,
     describe,
+    generation_id_of,
     json_values,
 )
 from conformance.target.adapter_declaration import parse_declaration
@@ -177,3 +179,18 @@ def test_json_values_finds_values_wherever_they_sit() -> None:
 def test_json_values_of_a_body_that_is_not_json_is_empty() -> None:
     assert json_values(response(200, "<html>wh_1</html>")) == []
     assert json_values(response(204)) == []
+
+
+def test_accepted_generation_id_reads_the_string_id_of_the_answer() -> None:
+    accepted = response(202, '{"id": "gen_1", "status": "queued"}', "POST", "/v1/images/generate")
+    assert accepted_generation_id(accepted, "GEN-IMAGE-08") == "gen_1"
+    assert generation_id_of(response(202, '["gen_1"]')) is None
+
+
+@pytest.mark.parametrize("body", ['{"id": 7}', '{"status": "queued"}', "[]", "not json", ""])
+def test_accepted_generation_id_without_a_string_id_fails_naming_the_request(body: str) -> None:
+    with pytest.raises(AssertionError) as caught:
+        accepted_generation_id(response(202, body, "POST", "/v1/videos/generate"), "GEN-VIDEO-07")
+    message = str(caught.value)
+    assert message.startswith("GEN-VIDEO-07") and "POST /v1/videos/generate" in message
+    assert "expected the accepted submit to carry the generation id" in message
