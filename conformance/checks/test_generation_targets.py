@@ -16,11 +16,10 @@ from typing import Any, Final
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import assert_delivered, assert_status, describe
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import TargetKind, target_body
-from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
+from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import EDIT_PATH, IMAGES_PATH, SUBMIT_PROMPT, VIDEOS_PATH
@@ -67,10 +66,7 @@ def test_image_submit_with_callback_url_answers_202_and_delivers(
     its event is delivered to that URL."""
     body = {"prompt": SUBMIT_PROMPT, "callback_url": endpoint.url}
     assert_status(api.request("POST", IMAGES_PATH, json=body), 202)
-    try:
-        endpoint.wait_for(1, delivery_deadline(profile))
-    except DeliveryTimeout as missing:
-        fail(f"POST {IMAGES_PATH} with callback_url {endpoint.url!r}: no event arrived: {missing}")
+    assert_delivered(endpoint, profile, f"POST {IMAGES_PATH} with callback_url {endpoint.url!r}")
 
 
 @pytest.mark.parametrize(("path", "field"), _target_cases())
@@ -121,9 +117,6 @@ def test_registered_webhook_id_names_it_in_webhook_id(
                 f"POST {IMAGES_PATH} with webhook.id {webhook.id!r} (the id POST /api/webhooks "
                 f"answered): expected 202, saw {describe(response)}"
             )
-        try:
-            endpoint.wait_for(1, delivery_deadline(profile))
-        except DeliveryTimeout as missing:
-            fail(f"webhook.id {webhook.id!r}: no event arrived at the webhook's URL: {missing}")
+        assert_delivered(endpoint, profile, f"POST {IMAGES_PATH} with webhook.id {webhook.id!r}")
     finally:
         delete_webhook(api, webhook)

@@ -18,6 +18,7 @@ import pytest
 from conformance.findings import fail
 from conformance.judge.asserts import (
     accepted_generation_id,
+    assert_delivered,
     assert_refused,
     assert_status,
     credits_used_today,
@@ -29,7 +30,7 @@ from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, GenerationOutcome, outcome_prompt
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
@@ -205,17 +206,14 @@ def test_target_losing_callback_url_receives_nothing(
 )
 @pytest.mark.requirement("TARGET-BIND-04")
 def test_target_listed_event_delivered_to_binding(
-    api: ApiClient, profile: Profile, endpoint: Endpoint, outcome: str
+    api: ApiClient, profile: Profile, endpoint: Endpoint, outcome: GenerationOutcome
 ) -> None:
     """An event listed in webhook.events is delivered to the binding's target when it occurs."""
     event = f"generation.{outcome}"
-    prompt = SUBMIT_PROMPT if outcome == "completed" else profile.sandbox.fail_prompt
+    prompt = outcome_prompt(profile, outcome)
     body = {"prompt": prompt, **target_body("webhook.url", endpoint.url, events=(event,))}
     _accepted(api, body)
-    try:
-        (delivery, *_) = endpoint.wait_for(1, delivery_deadline(profile))
-    except AssertionError as missing:
-        raise AssertionError(f"TARGET-BIND-04: expected {event} at the target; {missing}") from None
+    (delivery, *_) = assert_delivered(endpoint, profile, f"{event} listed in webhook.events")
     seen = delivery.json().get("event") if delivery.raw_body else None
     assert seen == event, f"TARGET-BIND-04: expected the event {event}, saw {seen!r}"
 

@@ -15,10 +15,14 @@ from typing import Any, Final
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import accepted_generation_id, assert_status, describe
+from conformance.judge.asserts import (
+    accepted_generation_id,
+    assert_delivered,
+    assert_status,
+    describe,
+)
 from conformance.judge.operations import Operation, OperationPaths, operations
-from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
+from conformance.observe.receiver import Delivery, Endpoint
 from conformance.observe.waits import event_of
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
@@ -68,10 +72,7 @@ def test_image_submit_with_target_is_asynchronous(
     )
     assert_status(response, 202)
     generation_id = accepted_generation_id(response)
-    try:
-        arrived = endpoint.wait_for(1, delivery_deadline(profile))
-    except DeliveryTimeout as missing:
-        fail(f"expected the result of {generation_id} pushed to the target: {missing}")
+    arrived = assert_delivered(endpoint, profile, f"the result of {generation_id}")
     about = [_generation_of(delivery) for delivery in arrived]
     if generation_id not in about:
         events = [event_of(delivery) for delivery in arrived]

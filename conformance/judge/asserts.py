@@ -19,14 +19,17 @@ from typing import Any, Final
 import httpx
 
 from conformance.findings import fail
+from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
 from conformance.target.adapter_declaration import DeclaredOperation, Listed
 from conformance.target.client import ApiClient
-from conformance.target.profile import CapabilityMissing
+from conformance.target.profile import CapabilityMissing, Profile
 from conformance.target.setup import SetupFailed
 
 __all__ = [
     "AUTH_REFUSALS",
     "accepted_generation_id",
+    "assert_delivered",
     "assert_delivery_list",
     "assert_not_refused_for_auth",
     "assert_refused",
@@ -144,6 +147,18 @@ def accepted_generation_id(response: httpx.Response, rule: str | None = None) ->
             rule=rule,
         )
     return generation_id
+
+
+def assert_delivered(
+    endpoint: Endpoint, profile: Profile, what: str, rule: str | None = None
+) -> list[Delivery]:
+    """An event of the generation *what* names (how it was submitted, or its id) arrives
+    at *endpoint* within the profile's delivery deadline; the deliveries arrived. A
+    failure names *what* and the deliveries that did arrive."""
+    try:
+        return endpoint.wait_for(1, delivery_deadline(profile))
+    except DeliveryTimeout as missing:
+        fail(f"{what}: no event arrived at the target: {missing}", rule=rule)
 
 
 def json_values(response: httpx.Response) -> list[Any]:

@@ -7,6 +7,7 @@ import pytest
 
 from conformance.judge.asserts import (
     accepted_generation_id,
+    assert_delivered,
     assert_not_refused_for_auth,
     assert_refused,
     assert_status,
@@ -17,6 +18,8 @@ from conformance.judge.asserts import (
     generation_id_of,
     json_values,
 )
+from conformance.observe.receiver import DeliveryTimeout
+from conformance.observe.timing import delivery_deadline
 from conformance.target.adapter_declaration import parse_declaration
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, parse_profile
@@ -194,3 +197,33 @@ def test_accepted_generation_id_without_a_string_id_fails_naming_the_request(bod
     message = str(caught.value)
     assert message.startswith("GEN-VIDEO-07") and "POST /v1/videos/generate" in message
     assert "expected the accepted submit to carry the generation id" in message
+
+
+class _Endpoint:
+    """Stands in for a receiver endpoint: what it was asked to wait for, and its answer."""
+
+    def __init__(self, arrived: list[str] | None) -> None:
+        self.arrived = arrived
+        self.waits: list[tuple[int, float]] = []
+
+    def wait_for(self, count: int, timeout: float) -> list[str]:
+        self.waits.append((count, timeout))
+        if self.arrived is None:
+            raise DeliveryTimeout("endpoint 'x': expected 1 deliveries within 1 s, got 0: []")
+        return self.arrived
+
+
+def test_assert_delivered_waits_for_one_event_within_the_delivery_deadline() -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+    endpoint = _Endpoint(["a delivery"])
+    assert assert_delivered(endpoint, profile, "the result of gen_1") == ["a delivery"]  # type: ignore[arg-type]
+    assert endpoint.waits == [(1, delivery_deadline(profile))]
+
+
+def test_assert_delivered_fails_naming_what_was_submitted_and_what_arrived() -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+    with pytest.raises(AssertionError) as caught:
+        assert_delivered(_Endpoint(None), profile, "POST /v1/images/generate", "GEN-IMAGE-05")  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert message.startswith("GEN-IMAGE-05") and "POST /v1/images/generate" in message
+    assert "no event arrived at the target" in message and "got 0" in message
