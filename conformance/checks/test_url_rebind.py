@@ -103,7 +103,7 @@ def _redeliver(api: ApiClient, rebound: Exhausted) -> Any:
 
 @pytest.mark.requirement("REDLV-REBIND-01")
 def test_rebind_redeliver_to_private_address_answered_400(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    api: ApiClient, rebound: Exhausted
 ) -> None:
     """A redeliver whose target name now resolves to a private address is answered 400."""
     response = _redeliver(api, rebound)
@@ -129,7 +129,7 @@ def test_rebind_redeliver_to_private_address_fetches_nothing(
 
 @pytest.mark.requirement("REDLV-VALIDATE-01")
 def test_rebind_redeliver_validates_target_before_connecting(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    api: ApiClient, rebound: Exhausted, canary: CanaryView
 ) -> None:
     """The recorded target is validated again first: its now-private address gets no connection."""
     response = _redeliver(api, rebound)
@@ -143,7 +143,7 @@ def test_rebind_redeliver_validates_target_before_connecting(
 
 @pytest.mark.requirement("REDLV-REBIND-03")
 def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    api: ApiClient, rebound: Exhausted
 ) -> None:
     """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
     response = _redeliver(api, rebound)
