@@ -14,11 +14,10 @@ from __future__ import annotations
 import pytest
 
 from conformance.checks.scenarios import WITHOUT_SUBSCRIPTION
+from conformance.judge.asserts import assert_delivered
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import COMPLETED, FAILED, TargetKind, target_body
-from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
-from conformance.observe.waits import wait_for_event
+from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import (
@@ -30,15 +29,6 @@ from conformance.target.setup import (
 )
 
 
-def _assert_event_arrives(
-    endpoint: Endpoint, profile: Profile, event: str, requirement_id: str
-) -> None:
-    try:
-        wait_for_event(endpoint, event, delivery_deadline(profile))
-    except DeliveryTimeout as error:
-        pytest.fail(f"{requirement_id}: {error}")
-
-
 @pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-DEFAULT-01")
 def test_completed_sent_without_events_field(
@@ -46,7 +36,7 @@ def test_completed_sent_without_events_field(
 ) -> None:
     """With no events field (or a bare callback_url) a success sends generation.completed."""
     submit_with_target(api, endpoint.url, kind=kind)
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-DEFAULT-01")
+    assert_delivered(endpoint, profile, f"a generation bound by {kind}", event=COMPLETED)
 
 
 @pytest.mark.sandbox
@@ -57,7 +47,7 @@ def test_failed_sent_without_events_field(
 ) -> None:
     """With no events field (or a bare callback_url) a failure sends generation.failed."""
     submit_with_target(api, endpoint.url, kind=kind, prompt=outcome_prompt(profile, "failed"))
-    _assert_event_arrives(endpoint, profile, FAILED, "EVT-DEFAULT-02")
+    assert_delivered(endpoint, profile, f"a failed generation bound by {kind}", event=FAILED)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +69,8 @@ def test_generation_with_target_sends_events(
 ) -> None:
     """A video or image generation submitted with a delivery target sends its event there."""
     submit_with_target(api, endpoint.url, path=path)
-    _assert_event_arrives(endpoint, profile, COMPLETED, requirement_id)
+    what = f"POST {path} with webhook.url"
+    assert_delivered(endpoint, profile, what, event=COMPLETED, rule=requirement_id)
 
 
 @pytest.mark.requirement("EVT-APPLY-03")
@@ -93,4 +84,4 @@ def test_image_edit_with_target_sends_events(
     assert response.status_code == 202, (
         f"EVT-APPLY-03: expected the edit to be asynchronous (202), saw {response.status_code}"
     )
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-03")
+    assert_delivered(endpoint, profile, f"POST {EDIT_PATH} with webhook.url", event=COMPLETED)

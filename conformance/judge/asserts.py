@@ -21,6 +21,7 @@ import httpx
 from conformance.findings import fail
 from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import wait_for_event
 from conformance.target.adapter_declaration import DeclaredOperation, Listed
 from conformance.target.client import ApiClient
 from conformance.target.profile import CapabilityMissing, Profile
@@ -150,15 +151,24 @@ def accepted_generation_id(response: httpx.Response, rule: str | None = None) ->
 
 
 def assert_delivered(
-    endpoint: Endpoint, profile: Profile, what: str, rule: str | None = None
+    endpoint: Endpoint,
+    profile: Profile,
+    what: str,
+    *,
+    event: str | None = None,
+    rule: str | None = None,
 ) -> list[Delivery]:
     """An event of the generation *what* names (how it was submitted, or its id) arrives
-    at *endpoint* within the profile's delivery deadline; the deliveries arrived. A
-    failure names *what* and the deliveries that did arrive."""
+    at *endpoint* within the profile's delivery deadline: any event, or the *event* named
+    (among the first arrivals: the spec does not order it beside others); the deliveries
+    arrived. A failure names *what* and the deliveries that did arrive."""
+    deadline = delivery_deadline(profile)
     try:
-        return endpoint.wait_for(1, delivery_deadline(profile))
+        if event is None:
+            return endpoint.wait_for(1, deadline)
+        return wait_for_event(endpoint, event, deadline)
     except DeliveryTimeout as missing:
-        fail(f"{what}: no event arrived at the target: {missing}", rule=rule)
+        fail(f"{what}: expected {event or 'an event'} at the target: {missing}", rule=rule)
 
 
 def json_values(response: httpx.Response) -> list[Any]:

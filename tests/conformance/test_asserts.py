@@ -202,6 +202,8 @@ def test_accepted_generation_id_without_a_string_id_fails_naming_the_request(bod
 class _Endpoint:
     """Stands in for a receiver endpoint: what it was asked to wait for, and its answer."""
 
+    name = "x"
+
     def __init__(self, arrived: list[str] | None) -> None:
         self.arrived = arrived
         self.waits: list[tuple[int, float]] = []
@@ -223,7 +225,22 @@ def test_assert_delivered_waits_for_one_event_within_the_delivery_deadline() -> 
 def test_assert_delivered_fails_naming_what_was_submitted_and_what_arrived() -> None:
     profile = parse_profile(_USAGE_PROFILE, env={})
     with pytest.raises(AssertionError) as caught:
-        assert_delivered(_Endpoint(None), profile, "POST /v1/images/generate", "GEN-IMAGE-05")  # type: ignore[arg-type]
+        assert_delivered(_Endpoint(None), profile, "POST /v1/images/generate", rule="GEN-IMAGE-05")  # type: ignore[arg-type]
     message = str(caught.value)
     assert message.startswith("GEN-IMAGE-05") and "POST /v1/images/generate" in message
-    assert "no event arrived at the target" in message and "got 0" in message
+    assert "expected an event at the target" in message and "got 0" in message
+
+
+def test_assert_delivered_of_a_named_event_fails_naming_that_event() -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+    with pytest.raises(AssertionError) as caught:
+        assert_delivered(
+            _Endpoint(None),
+            profile,
+            "a failed generation",
+            event="generation.failed",
+            rule="EVT-DEFAULT-02",
+        )  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert message.startswith("EVT-DEFAULT-02: a failed generation: expected generation.failed")
+    assert "events that arrived: none" in message
