@@ -129,7 +129,7 @@ def test_rebind_redeliver_to_private_address_fetches_nothing(
 
 @pytest.mark.requirement("REDLV-VALIDATE-01")
 def test_rebind_redeliver_validates_target_before_connecting(
-    api: ApiClient, rebound: Exhausted, canary: CanaryView
+    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """The recorded target is validated again first: its now-private address gets no connection."""
     response = _redeliver(api, rebound)
