@@ -17,6 +17,7 @@ import pytest
 
 from conformance.findings import fail
 from conformance.judge.asserts import (
+    DeliveryTarget,
     accepted_generation_id,
     assert_delivered,
     assert_refused,
@@ -206,14 +207,14 @@ def test_target_losing_callback_url_receives_nothing(
 )
 @pytest.mark.requirement("TARGET-BIND-04")
 def test_target_listed_event_delivered_to_binding(
-    api: ApiClient, profile: Profile, endpoint: Endpoint, outcome: GenerationOutcome
+    api: ApiClient, profile: Profile, delivery_target: DeliveryTarget, outcome: GenerationOutcome
 ) -> None:
     """An event listed in webhook.events is delivered to the binding's target when it occurs."""
     event = f"generation.{outcome}"
     prompt = outcome_prompt(profile, outcome)
-    body = {"prompt": prompt, **target_body("webhook.url", endpoint.url, events=(event,))}
+    body = {"prompt": prompt, **target_body("webhook.url", delivery_target.url, events=(event,))}
     _accepted(api, body)
-    (delivery, *_) = assert_delivered(endpoint, profile, f"{event} listed in webhook.events")
+    (delivery, *_) = assert_delivered(delivery_target, f"{event} listed in webhook.events")
     seen = delivery.json().get("event") if delivery.raw_body else None
     assert seen == event, f"TARGET-BIND-04: expected the event {event}, saw {seen!r}"
 

@@ -14,6 +14,7 @@ idea.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
@@ -29,6 +30,7 @@ from conformance.target.setup import SetupFailed
 
 __all__ = [
     "AUTH_REFUSALS",
+    "DeliveryTarget",
     "accepted_generation_id",
     "assert_delivered",
     "assert_delivery_list",
@@ -150,23 +152,33 @@ def accepted_generation_id(response: httpx.Response, rule: str | None = None) ->
     return generation_id
 
 
+@dataclass(frozen=True)
+class DeliveryTarget:
+    """Where a check's generation delivers: a fresh endpoint on the suite's receiver, and
+    the profile, whose ``[sandbox]`` and ``[timing]`` bound how soon an event arrives there
+    (the ``delivery_target`` fixture)."""
+
+    endpoint: Endpoint
+    profile: Profile
+
+    @property
+    def url(self) -> str:
+        """The endpoint's URL, for a submit's ``webhook.url`` or ``callback_url``."""
+        return self.endpoint.url
+
+
 def assert_delivered(
-    endpoint: Endpoint,
-    profile: Profile,
-    what: str,
-    *,
-    event: str | None = None,
-    rule: str | None = None,
+    target: DeliveryTarget, what: str, *, event: str | None = None, rule: str | None = None
 ) -> list[Delivery]:
     """An event of the generation *what* names (how it was submitted, or its id) arrives
-    at *endpoint* within the profile's delivery deadline: any event, or the *event* named
+    at *target* within the profile's delivery deadline: any event, or the *event* named
     (among the first arrivals: the spec does not order it beside others); the deliveries
     arrived. A failure names *what* and the deliveries that did arrive."""
-    deadline = delivery_deadline(profile)
+    deadline = delivery_deadline(target.profile)
     try:
         if event is None:
-            return endpoint.wait_for(1, deadline)
-        return wait_for_event(endpoint, event, deadline)
+            return target.endpoint.wait_for(1, deadline)
+        return wait_for_event(target.endpoint, event, deadline)
     except DeliveryTimeout as missing:
         fail(f"{what}: expected {event or 'an event'} at the target: {missing}", rule=rule)
 

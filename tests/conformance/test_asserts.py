@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import (
+    DeliveryTarget,
     accepted_generation_id,
     assert_delivered,
     assert_not_refused_for_auth,
@@ -218,14 +219,20 @@ class _Endpoint:
 def test_assert_delivered_waits_for_one_event_within_the_delivery_deadline() -> None:
     profile = parse_profile(_USAGE_PROFILE, env={})
     endpoint = _Endpoint(["a delivery"])
-    assert assert_delivered(endpoint, profile, "the result of gen_1") == ["a delivery"]  # type: ignore[arg-type]
+    assert assert_delivered(DeliveryTarget(endpoint, profile), "the result of gen_1") == [
+        "a delivery"
+    ]
     assert endpoint.waits == [(1, delivery_deadline(profile))]
 
 
 def test_assert_delivered_fails_naming_what_was_submitted_and_what_arrived() -> None:
     profile = parse_profile(_USAGE_PROFILE, env={})
     with pytest.raises(AssertionError) as caught:
-        assert_delivered(_Endpoint(None), profile, "POST /v1/images/generate", rule="GEN-IMAGE-05")  # type: ignore[arg-type]
+        assert_delivered(
+            DeliveryTarget(_Endpoint(None), profile),
+            "POST /v1/images/generate",
+            rule="GEN-IMAGE-05",
+        )
     message = str(caught.value)
     assert message.startswith("GEN-IMAGE-05") and "POST /v1/images/generate" in message
     assert "expected an event at the target" in message and "got 0" in message
@@ -235,12 +242,11 @@ def test_assert_delivered_of_a_named_event_fails_naming_that_event() -> None:
     profile = parse_profile(_USAGE_PROFILE, env={})
     with pytest.raises(AssertionError) as caught:
         assert_delivered(
-            _Endpoint(None),
-            profile,
+            DeliveryTarget(_Endpoint(None), profile),
             "a failed generation",
             event="generation.failed",
             rule="EVT-DEFAULT-02",
-        )  # type: ignore[arg-type]
+        )
     message = str(caught.value)
     assert message.startswith("EVT-DEFAULT-02: a failed generation: expected generation.failed")
     assert "events that arrived: none" in message
