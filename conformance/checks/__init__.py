@@ -26,7 +26,9 @@ FILE``. Where a new check goes and how it is written:
   ``labs.chains(name)`` (delivery chains) or ``labs.paths(name)`` (real ids for paths),
   which are closed after the module's last check.
 * **Never sleep to synchronise**: wait for an event with a deadline
-  (``endpoint.wait_for(count, timeout)``).
+  (``endpoint.wait_for(count, timeout)``); where the event's arrival is what the check
+  judges, submit to the ``delivery_target`` fixture and wait with
+  ``assert_delivered(delivery_target, what)`` (``conformance.judge.asserts``).
 * **A capability the profile lacks is a skip, never a failure**:
   ``pytest.skip("needs <capability>: <what to add to the profile>")``; ``profile.key(role)``
   raises a skip by itself, and the ``needs`` markers (``dns``, ``console``, ``adapter``,
