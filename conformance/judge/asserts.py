@@ -4,8 +4,9 @@ Each helper judges one spec concept and fails through :func:`conformance.finding
 which prefixes the message with the rule broken: the *rule* argument (one of the ids the
 running check cites) or, when it is None, every id the check cites. The message says what
 was expected and what was seen, so a failure reads on its own in a report. The helpers
-only judge responses; the checks send the requests themselves. Response bodies are
-quoted short (the plugin redacts failure text, and the recorder keeps the full exchange).
+only judge responses and what arrives at a delivery target; the checks send the
+requests themselves. Response bodies are quoted short (the plugin redacts failure text,
+and the recorder keeps the full exchange).
 
 Add a helper here when a second check needs the same judgement: one piece of code per
 idea.
