@@ -39,7 +39,8 @@ SURFACES = {
     "conformance.run.fixtures.labs": "Labs labs",
     "conformance.run.fixtures.profile": "leases profile profile_path redactor",
     "conformance.run.fixtures.receiver": (
-        "canary canary_listeners dns_server endpoint final_events make_endpoint receiver"
+        "canary canary_listeners delivery_target dns_server endpoint final_events make_endpoint "
+        "receiver"
     ),
     "conformance.run.launcher": "EmbeddedReference LaunchError",
     "conformance.run.plugin": (

@@ -22,11 +22,13 @@ FILE``. Where a new check goes and how it is written:
   ``rule`` only where the check cites several ids, and then exactly one of them; what was
   sent or waited for goes into the message, never into the rule.
 * **Set up once per module** what costs a generation, through the ``labs`` fixture: a
-  module-scoped fixture returns ``labs.events(name)`` (event scenarios),
+  module-scoped fixture returns ``labs.events(name, *started)`` (event scenarios),
   ``labs.chains(name)`` (delivery chains) or ``labs.paths(name)`` (real ids for paths),
   which are closed after the module's last check.
 * **Never sleep to synchronise**: wait for an event with a deadline
-  (``endpoint.wait_for(count, timeout)``).
+  (``endpoint.wait_for(count, timeout)``); where the event's arrival is what the check
+  judges, submit to the ``delivery_target`` fixture and wait with
+  ``assert_delivered(delivery_target, what)`` (``conformance.judge.asserts``).
 * **A capability the profile lacks is a skip, never a failure**:
   ``pytest.skip("needs <capability>: <what to add to the profile>")``; ``profile.key(role)``
   raises a skip by itself, and the ``needs`` markers (``dns``, ``console``, ``adapter``,

@@ -44,7 +44,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.judge.asserts import describe, json_object
+from conformance.judge.asserts import describe, generation_id_of, json_object
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
@@ -372,9 +372,9 @@ def submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, An
 
 def accepted_id(response: httpx.Response, what: str) -> str:
     """The id of a set-up submit that must be accepted; a set-up error otherwise."""
-    body = json_object(response)
-    if response.status_code == 202 and body is not None and isinstance(body.get("id"), str):
-        return str(body["id"])
+    generation_id = generation_id_of(response)
+    if response.status_code == 202 and isinstance(generation_id, str):
+        return generation_id
     hint = (
         " (the account's daily credits may be spent: rerun after 00:00 UTC)"
         if response.status_code == 429

@@ -43,9 +43,7 @@ _BRANDED = re.compile(r"x-([a-z0-9-]+)-(event|delivery|attempt|generation|signat
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("delivery-headers")
-    made.start(INLINE, CALLBACK, RETRIED)
-    return made
+    return labs.events("delivery-headers", INLINE, CALLBACK, RETRIED)
 
 
 def _other_brands(delivery: Delivery) -> dict[str, list[str]]:

@@ -19,9 +19,7 @@ from conformance.run.fixtures.labs import Labs
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("envelope-data")
-    made.start(INLINE, FAILED_INLINE)
-    return made
+    return labs.events("envelope-data", INLINE, FAILED_INLINE)
 
 
 def _is_integer(value: Any) -> bool:

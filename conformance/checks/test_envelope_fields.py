@@ -38,9 +38,7 @@ _EVENT_ID = re.compile(r"evt_[0-9a-fA-F]+")
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("envelope-fields")
-    made.start(INLINE, CALLBACK)
-    return made
+    return labs.events("envelope-fields", INLINE, CALLBACK)
 
 
 def _has_offset(value: object) -> bool:

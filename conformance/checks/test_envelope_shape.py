@@ -23,9 +23,7 @@ CALLBACK_FAILED = Scenario(kind="callback_url", outcome="failed")
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("envelope-shape")
-    made.start(INLINE, CALLBACK)
-    return made
+    return labs.events("envelope-shape", INLINE, CALLBACK)
 
 
 def _assert_strict_envelope(generated: Generated) -> None:

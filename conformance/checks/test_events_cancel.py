@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.checks.scenarios import WITHOUT_SUBSCRIPTION
+from conformance.judge.asserts import DeliveryTarget, assert_delivered
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import (
     CANCELLED,
@@ -25,11 +26,9 @@ from conformance.observe.events import (
     target_body,
 )
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
 from conformance.observe.waits import (
     QUIET_AFTER_SETTLED_SECONDS,
     event_of,
-    wait_for_event,
     wait_until_settled,
 )
 from conformance.run.fixtures.labs import Labs
@@ -88,16 +87,14 @@ def test_cancelled_not_sent_without_subscription(
 @pytest.mark.sandbox
 @pytest.mark.requirement("EVT-CANCEL-02")
 def test_cancelled_sent_when_subscribed(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+    api: ApiClient, delivery_target: DeliveryTarget, profile: Profile
 ) -> None:
     """A binding whose events list generation.cancelled receives it on cancellation."""
     submit_with_target(
-        api, endpoint.url, prompt=outcome_prompt(profile, "cancelled"), events=(CANCELLED,)
+        api, delivery_target.url, prompt=outcome_prompt(profile, "cancelled"), events=(CANCELLED,)
     )
-    try:
-        wait_for_event(endpoint, CANCELLED, delivery_deadline(profile))
-    except DeliveryTimeout as error:
-        pytest.fail(f"EVT-CANCEL-02: {error}")
+    what = "a cancelled generation whose webhook.events lists it"
+    assert_delivered(delivery_target, what, event=CANCELLED)
 
 
 @pytest.mark.sandbox

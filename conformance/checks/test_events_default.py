@@ -14,11 +14,9 @@ from __future__ import annotations
 import pytest
 
 from conformance.checks.scenarios import WITHOUT_SUBSCRIPTION
+from conformance.judge.asserts import DeliveryTarget, assert_delivered
 from conformance.observe.deliveries import submit_with_target
 from conformance.observe.events import COMPLETED, FAILED, TargetKind, target_body
-from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
-from conformance.observe.waits import wait_for_event
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 from conformance.target.setup import (
@@ -30,34 +28,27 @@ from conformance.target.setup import (
 )
 
 
-def _assert_event_arrives(
-    endpoint: Endpoint, profile: Profile, event: str, requirement_id: str
-) -> None:
-    try:
-        wait_for_event(endpoint, event, delivery_deadline(profile))
-    except DeliveryTimeout as error:
-        pytest.fail(f"{requirement_id}: {error}")
-
-
 @pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-DEFAULT-01")
 def test_completed_sent_without_events_field(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
+    api: ApiClient, delivery_target: DeliveryTarget, kind: TargetKind
 ) -> None:
     """With no events field (or a bare callback_url) a success sends generation.completed."""
-    submit_with_target(api, endpoint.url, kind=kind)
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-DEFAULT-01")
+    submit_with_target(api, delivery_target.url, kind=kind)
+    assert_delivered(delivery_target, f"a generation bound by {kind}", event=COMPLETED)
 
 
 @pytest.mark.sandbox
 @pytest.mark.parametrize("kind", WITHOUT_SUBSCRIPTION)
 @pytest.mark.requirement("EVT-DEFAULT-02")
 def test_failed_sent_without_events_field(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, kind: TargetKind
+    api: ApiClient, delivery_target: DeliveryTarget, profile: Profile, kind: TargetKind
 ) -> None:
     """With no events field (or a bare callback_url) a failure sends generation.failed."""
-    submit_with_target(api, endpoint.url, kind=kind, prompt=outcome_prompt(profile, "failed"))
-    _assert_event_arrives(endpoint, profile, FAILED, "EVT-DEFAULT-02")
+    submit_with_target(
+        api, delivery_target.url, kind=kind, prompt=outcome_prompt(profile, "failed")
+    )
+    assert_delivered(delivery_target, f"a failed generation bound by {kind}", event=FAILED)
 
 
 @pytest.mark.parametrize(
@@ -75,22 +66,23 @@ def test_failed_sent_without_events_field(
     ],
 )
 def test_generation_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile, path: str, requirement_id: str
+    api: ApiClient, delivery_target: DeliveryTarget, path: str, requirement_id: str
 ) -> None:
     """A video or image generation submitted with a delivery target sends its event there."""
-    submit_with_target(api, endpoint.url, path=path)
-    _assert_event_arrives(endpoint, profile, COMPLETED, requirement_id)
+    submit_with_target(api, delivery_target.url, path=path)
+    what = f"POST {path} with webhook.url"
+    assert_delivered(delivery_target, what, event=COMPLETED, rule=requirement_id)
 
 
 @pytest.mark.requirement("EVT-APPLY-03")
 def test_image_edit_with_target_sends_events(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+    api: ApiClient, delivery_target: DeliveryTarget
 ) -> None:
     """An image edit submitted with a delivery target sends its event there (an
     interpretation: the spec's "images submitted with a delivery target")."""
-    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", endpoint.url)}
+    body = {"prompt": SUBMIT_PROMPT, **target_body("webhook.url", delivery_target.url)}
     response = api.request("POST", EDIT_PATH, json=body)
     assert response.status_code == 202, (
         f"EVT-APPLY-03: expected the edit to be asynchronous (202), saw {response.status_code}"
     )
-    _assert_event_arrives(endpoint, profile, COMPLETED, "EVT-APPLY-03")
+    assert_delivered(delivery_target, f"POST {EDIT_PATH} with webhook.url", event=COMPLETED)

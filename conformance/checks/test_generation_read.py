@@ -16,6 +16,8 @@ from typing import Any, Final
 import pytest
 
 from conformance.judge.asserts import assert_status, describe, error_detail, json_object
+from conformance.observe.deliveries import submit_with_target
+from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -24,7 +26,6 @@ from conformance.target.setup import (
     SUBMIT_PROMPT,
     VIDEOS_PATH,
     GenerationOutcome,
-    SetupFailed,
     outcome_prompt,
 )
 
@@ -32,15 +33,6 @@ from conformance.target.setup import (
 FINAL: Final = frozenset({"completed", "failed", "cancelled"})
 #: A generation id no implementation has issued.
 UNKNOWN_ID: Final = "gen_conformance_never_issued_0000"
-
-
-def _submitted(api: ApiClient, path: str, endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> str:
-    """Submit with an inline target on the receiver; the id of the 202 (set-up)."""
-    response = api.request("POST", path, json={"prompt": prompt, "webhook": {"url": endpoint.url}})
-    body = json_object(response)
-    if response.status_code != 202 or body is None or not isinstance(body.get("id"), str):
-        raise SetupFailed(f"setup: POST {path}: expected 202 with an id, saw {describe(response)}")
-    return str(body["id"])
 
 
 def _settle(api: ApiClient, generation_id: str) -> tuple[dict[str, Any] | None, float]:
@@ -69,7 +61,7 @@ def test_read_with_submit_id_and_key_answers_2xx(
     api: ApiClient, endpoint: Endpoint, path: str
 ) -> None:
     """GET /v1/generations/{id} with the id of the 202 and the submitting key is served."""
-    generation_id = _submitted(api, path, endpoint)
+    generation_id = submit_with_target(api, endpoint.url, path=path)
     response = api.request("GET", f"/v1/generations/{generation_id}")
     assert 200 <= response.status_code < 300, (
         f"GEN-READ-01: GET /v1/generations/{generation_id} (from the 202 of POST {path}): "
@@ -100,13 +92,10 @@ def test_read_with_other_accounts_key_answers_404(
     api: ApiClient, endpoint: Endpoint, profile: Profile
 ) -> None:
     """Another account's key reading a generation gets 404, and nothing of it."""
-    foreign = profile.key("foreign")
-    mine = profile.key("primary")
-    if foreign.account == mine.account:
-        pytest.skip("needs a foreign key of another account than primary's")
+    foreign = foreign_key(profile)
     prompt = f"{SUBMIT_PROMPT} conformance-read-foreign"
-    generation_id = _submitted(api, IMAGES_PATH, endpoint, prompt)
-    response = api.request("GET", f"/v1/generations/{generation_id}", role="foreign")
+    generation_id = submit_with_target(api, endpoint.url, prompt=prompt)
+    response = api.request("GET", f"/v1/generations/{generation_id}", role=foreign.role)
     assert response.status_code == 404 and "conformance-read-foreign" not in response.text, (
         f"GEN-READ-03: GET /v1/generations/{generation_id} with another account's key: "
         f"expected 404 revealing nothing, saw {describe(response)}"
@@ -128,7 +117,8 @@ def test_read_record_reaches_final_status_in_time(
 ) -> None:
     """The record read shows the generation's id and reaches its final status within the
     profile's max_generation_seconds (completed; failed or cancelled by sandbox prompt)."""
-    generation_id = _submitted(api, path, endpoint, outcome_prompt(profile, outcome))
+    prompt = outcome_prompt(profile, outcome)
+    generation_id = submit_with_target(api, endpoint.url, prompt=prompt, path=path)
     record, elapsed = _settle(api, generation_id)
     seen = None if record is None else {k: record.get(k) for k in ("id", "status")}
     assert seen == {"id": generation_id, "status": outcome}, (

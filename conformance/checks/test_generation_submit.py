@@ -14,7 +14,12 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.judge.asserts import assert_status, describe, json_object
+from conformance.judge.asserts import (
+    accepted_generation_id,
+    assert_status,
+    describe,
+    generation_id_of,
+)
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
 from conformance.target.setup import (
@@ -34,12 +39,6 @@ def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> httpx.Response:
     """POST a minimal valid submit: a prompt and an inline target on the receiver."""
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
     return api.request("POST", path, json=body)
-
-
-def _id_of(response: httpx.Response) -> object:
-    """The ``id`` field of a JSON object body (None when there is none)."""
-    body = json_object(response)
-    return body.get("id") if body is not None else None
 
 
 @pytest.mark.requirement("GEN-IMAGE-07")
@@ -74,7 +73,7 @@ def test_submit_2xx_body_carries_nonempty_string_id(
         # The id is stated for the 202; the status of a submit is judged by the checks of
         # each endpoint (an edit body, for one, is not shown in full).
         pytest.skip(f"POST {path} was not answered 202 ({response.status_code}): no 202 body")
-    seen = _id_of(response)
+    seen = generation_id_of(response)
     assert isinstance(seen, str) and seen.strip(), (
         f"GEN-ID-01: POST {path}: expected a non-empty string 'id' in the body, "
         f"saw {describe(response)}"
@@ -94,9 +93,7 @@ def test_video_submit_answers_202_with_id(
         body["webhook"] = {"url": endpoint.url}
     response = api.request("POST", VIDEOS_PATH, json=body)
     assert_status(response, 202)
-    assert isinstance(_id_of(response), str), (
-        f"GEN-VIDEO-07: expected the 202 to carry the generation id, saw {describe(response)}"
-    )
+    accepted_generation_id(response)
 
 
 @pytest.mark.requirement("GEN-IMAGE-08")
@@ -104,9 +101,7 @@ def test_image_submit_without_target_answers_202_with_id(api: ApiClient) -> None
     """An image submit with a prompt and no delivery target is also answered 202 with an id."""
     response = api.request("POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT})
     assert_status(response, 202)
-    assert isinstance(_id_of(response), str), (
-        f"GEN-IMAGE-08: expected the 202 to carry the generation id, saw {describe(response)}"
-    )
+    accepted_generation_id(response)
 
 
 @pytest.mark.parametrize(

@@ -16,13 +16,11 @@ from typing import Any, Final
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import DeliveryTarget, assert_delivered, assert_status, describe
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import TargetKind, target_body
-from conformance.observe.receiver import DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
+from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
 from conformance.target.setup import EDIT_PATH, IMAGES_PATH, SUBMIT_PROMPT, VIDEOS_PATH
 from conformance.target.webhooks import delete_webhook, register_webhook
 
@@ -61,16 +59,15 @@ def _skip_if_edit_body_refused(api: ApiClient, path: str) -> None:
 
 @pytest.mark.requirement("GEN-IMAGE-05")
 def test_image_submit_with_callback_url_answers_202_and_delivers(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+    api: ApiClient, delivery_target: DeliveryTarget
 ) -> None:
     """An image submit with ``callback_url`` (the legacy flat body) is answered 202 and
     its event is delivered to that URL."""
-    body = {"prompt": SUBMIT_PROMPT, "callback_url": endpoint.url}
+    body = {"prompt": SUBMIT_PROMPT, "callback_url": delivery_target.url}
     assert_status(api.request("POST", IMAGES_PATH, json=body), 202)
-    try:
-        endpoint.wait_for(1, delivery_deadline(profile))
-    except DeliveryTimeout as missing:
-        fail(f"POST {IMAGES_PATH} with callback_url {endpoint.url!r}: no event arrived: {missing}")
+    assert_delivered(
+        delivery_target, f"POST {IMAGES_PATH} with callback_url {delivery_target.url!r}"
+    )
 
 
 @pytest.mark.parametrize(("path", "field"), _target_cases())
@@ -107,12 +104,12 @@ def test_submit_endpoint_refuses_bad_callback_target_with_400(
 @pytest.mark.console
 @pytest.mark.requirement("HOOK-ID-01")
 def test_registered_webhook_id_names_it_in_webhook_id(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+    api: ApiClient, delivery_target: DeliveryTarget
 ) -> None:
     """The id a registered webhook was created with, sent as the string ``webhook.id`` of
     an image submit, names that webhook: the submit is answered 202 and its event arrives
     at the webhook's URL."""
-    webhook = register_webhook(api, endpoint.url)
+    webhook = register_webhook(api, delivery_target.url)
     try:
         body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": webhook.id}}
         response = api.request("POST", IMAGES_PATH, json=body)
@@ -121,9 +118,6 @@ def test_registered_webhook_id_names_it_in_webhook_id(
                 f"POST {IMAGES_PATH} with webhook.id {webhook.id!r} (the id POST /api/webhooks "
                 f"answered): expected 202, saw {describe(response)}"
             )
-        try:
-            endpoint.wait_for(1, delivery_deadline(profile))
-        except DeliveryTimeout as missing:
-            fail(f"webhook.id {webhook.id!r}: no event arrived at the webhook's URL: {missing}")
+        assert_delivered(delivery_target, f"POST {IMAGES_PATH} with webhook.id {webhook.id!r}")
     finally:
         delete_webhook(api, webhook)

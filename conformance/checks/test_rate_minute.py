@@ -41,6 +41,16 @@ from conformance.target.setup import TIER_PATH, SetupFailed
 chain, _track_window = chain_fixtures(ROLE)
 
 
+def _require_window_reached(rate_run: RateRun) -> None:
+    """A set-up error when no 429 came because the requests took longer than the
+    one-minute window: then the limit could not be reached, and nothing is judged."""
+    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
+        raise SetupFailed(
+            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
+            "one-minute window: the limit could not be reached"
+        )
+
+
 @pytest.fixture
 def rate_run(
     chain: Chain, make_api: Callable[..., ApiClient], profile: Profile, recorder: Recorder
@@ -61,11 +71,7 @@ def test_rate_requests_up_to_limit_are_served(rate_run: RateRun, profile: Profil
 @pytest.mark.requirement("RATE-RPM-02")
 def test_rate_request_over_limit_answered_429(rate_run: RateRun, profile: Profile) -> None:
     """The request after requests_per_minute requests within a minute is answered 429."""
-    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
-        raise SetupFailed(
-            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
-            "one-minute window: the limit could not be reached"
-        )
+    _require_window_reached(rate_run)
     assert rate_run.refused is not None, (
         f"RATE-RPM-02: expected request {rate_run.limit + 1} within a minute to be "
         f"answered 429 (requests_per_minute = {rate_run.limit}); all {rate_run.served} "
@@ -80,11 +86,7 @@ def test_per_minute_limit_enforced_is_the_one_the_tier_reports(
 ) -> None:
     """The per-minute limit the key meets is the requests_per_minute its tier record
     reports: the 429 comes at request requests_per_minute + 1, not sooner, not later."""
-    if rate_run.refused is None and rate_run.seconds >= WINDOW_SECONDS:
-        raise SetupFailed(
-            f"setup: {rate_run.served} requests took {rate_run.seconds:.0f} s, more than the "
-            "one-minute window: the limit could not be reached"
-        )
+    _require_window_reached(rate_run)
     enforced = "none" if rate_run.refused is None else str(rate_run.served)
     assert enforced == str(rate_run.limit), (
         f"TIER-VALUES-01: the tier record reports requests_per_minute = {rate_run.limit}, "

@@ -35,9 +35,7 @@ TOLERANCE_WINDOW_SECONDS = 300
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("signature-hmac")
-    made.start(scenarios.INLINE, scenarios.CALLBACK, scenarios.RETRIED)
-    return made
+    return labs.events("signature-hmac", scenarios.INLINE, scenarios.CALLBACK, scenarios.RETRIED)
 
 
 def secret_for(profile: Profile, generated: Generated) -> tuple[str, Secret]:

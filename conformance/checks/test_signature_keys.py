@@ -37,9 +37,7 @@ from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
-    made = labs.events("signature-keys")
-    made.start(INLINE)
-    return made
+    return labs.events("signature-keys", INLINE)
 
 
 @pytest.mark.parametrize(

@@ -16,14 +16,22 @@ import httpx
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_refused, assert_status, credits_used_today, describe
+from conformance.judge.asserts import (
+    DeliveryTarget,
+    accepted_generation_id,
+    assert_delivered,
+    assert_refused,
+    assert_status,
+    credits_used_today,
+    describe,
+)
 from conformance.judge.strategies import must_reject_vector
 from conformance.observe.events import TargetKind, target_body
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
+from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT, GenerationOutcome, outcome_prompt
 from conformance.target.webhooks import RegisteredWebhook, delete_webhook, register_webhook
 
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
@@ -48,13 +56,7 @@ def _accepted(api: ApiClient, body: dict[str, Any]) -> str:
     response = api.request("POST", IMAGES_PATH, json=body)
     if not 200 <= response.status_code < 300:
         fail(f"expected the submit accepted (202), saw {describe(response)}")
-    try:
-        generation_id = response.json().get("id")
-    except (ValueError, AttributeError):
-        generation_id = None
-    if not isinstance(generation_id, str):
-        fail(f"expected the accepted submit to carry the generation id, saw {describe(response)}")
-    return generation_id
+    return accepted_generation_id(response)
 
 
 def _delivered_alone(
@@ -205,17 +207,14 @@ def test_target_losing_callback_url_receives_nothing(
 )
 @pytest.mark.requirement("TARGET-BIND-04")
 def test_target_listed_event_delivered_to_binding(
-    api: ApiClient, profile: Profile, endpoint: Endpoint, outcome: str
+    api: ApiClient, profile: Profile, delivery_target: DeliveryTarget, outcome: GenerationOutcome
 ) -> None:
     """An event listed in webhook.events is delivered to the binding's target when it occurs."""
     event = f"generation.{outcome}"
-    prompt = SUBMIT_PROMPT if outcome == "completed" else profile.sandbox.fail_prompt
-    body = {"prompt": prompt, **target_body("webhook.url", endpoint.url, events=(event,))}
+    prompt = outcome_prompt(profile, outcome)
+    body = {"prompt": prompt, **target_body("webhook.url", delivery_target.url, events=(event,))}
     _accepted(api, body)
-    try:
-        (delivery, *_) = endpoint.wait_for(1, delivery_deadline(profile))
-    except AssertionError as missing:
-        raise AssertionError(f"TARGET-BIND-04: expected {event} at the target; {missing}") from None
+    (delivery, *_) = assert_delivered(delivery_target, f"{event} listed in webhook.events")
     seen = delivery.json().get("event") if delivery.raw_body else None
     assert seen == event, f"TARGET-BIND-04: expected the event {event}, saw {seen!r}"
 

@@ -10,8 +10,10 @@ path, so a refusal cannot be the scope's 403 (spec §5.3).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Final
 
+import httpx
 import pytest
 
 from conformance.judge.asserts import assert_status, describe, json_object
@@ -46,28 +48,36 @@ def _lacking(api: ApiClient, profile: Profile) -> tuple[str, str, str]:
     )
 
 
-def _submit(api: ApiClient, path: str, endpoint: Endpoint) -> Any:
+@dataclass(frozen=True)
+class OutsideTier:
+    """A submit with the restricted key for a category its tier lacks, and its answer."""
+
+    category: str
+    path: str
+    response: httpx.Response
+
+
+@pytest.fixture
+def outside_tier(api: ApiClient, profile: Profile, endpoint: Endpoint) -> OutsideTier:
+    """The submit both checks judge: a category the role's tier lacks, with a target on the
+    receiver (so the refusal is not for a missing target)."""
+    category, path, _ = _lacking(api, profile)
     body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
-    return api.request("POST", path, role=ROLE, json=body)
+    return OutsideTier(category, path, api.request("POST", path, role=ROLE, json=body))
 
 
 @pytest.mark.requirement("TIER-MODEL-01")
-def test_submit_for_category_outside_tier_is_not_accepted(
-    api: ApiClient, profile: Profile, endpoint: Endpoint
-) -> None:
+def test_submit_for_category_outside_tier_is_not_accepted(outside_tier: OutsideTier) -> None:
     """A submit for a model category the key's tier does not allow is not accepted."""
-    category, path, _ = _lacking(api, profile)
-    response = _submit(api, path, endpoint)
+    response = outside_tier.response
     assert not 200 <= response.status_code < 300, (
-        f"TIER-MODEL-01: POST {path} with a key whose tier lacks {category!r}: expected "
-        f"a refusal (no 202, no generation), saw {describe(response)}"
+        f"TIER-MODEL-01: POST {outside_tier.path} with a key whose tier lacks "
+        f"{outside_tier.category!r}: expected a refusal (no 202, no generation), "
+        f"saw {describe(response)}"
     )
 
 
 @pytest.mark.requirement("TIER-MODEL-02")
-def test_submit_for_category_outside_tier_answers_403(
-    api: ApiClient, profile: Profile, endpoint: Endpoint
-) -> None:
+def test_submit_for_category_outside_tier_answers_403(outside_tier: OutsideTier) -> None:
     """The refusal of a model category outside the tier is a 403 (as for a scope)."""
-    _, path, _ = _lacking(api, profile)
-    assert_status(_submit(api, path, endpoint), 403)
+    assert_status(outside_tier.response, 403)

@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
+import httpx
 import pytest
 
 from conformance.findings import fail
@@ -97,62 +98,61 @@ def rebound(
     return Exhausted(name, url, delivery_id, generation_id, record, ATTEMPTS)
 
 
-def _redeliver(api: ApiClient, rebound: Exhausted) -> Any:
+@pytest.fixture
+def redelivered(api: ApiClient, rebound: Exhausted) -> httpx.Response:
+    """The redeliver every REDLV-REBIND check judges: of the rebound delivery, right after
+    its name moved to the private address."""
     return api.request("POST", f"/v1/webhooks/deliveries/{rebound.delivery_id}/redeliver")
 
 
 @pytest.mark.requirement("REDLV-REBIND-01")
 def test_rebind_redeliver_to_private_address_answered_400(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    rebound: Exhausted, redelivered: httpx.Response
 ) -> None:
     """A redeliver whose target name now resolves to a private address is answered 400."""
-    response = _redeliver(api, rebound)
-    if response.status_code != 400:
+    if redelivered.status_code != 400:
         fail(
             f"redeliver after {rebound.name} moved to 127.0.0.2: expected 400, "
-            f"saw {describe(response)}"
+            f"saw {describe(redelivered)}"
         )
 
 
 @pytest.mark.requirement("REDLV-REBIND-02")
 def test_rebind_redeliver_to_private_address_fetches_nothing(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    rebound: Exhausted, redelivered: httpx.Response, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """A redeliver refused for a now-private target connects nowhere: not there, not here."""
-    response = _redeliver(api, rebound)
     hits, arrived = canary.hits, len(endpoint.deliveries) - rebound.arrivals
     assert not hits and not arrived, (
-        f"REDLV-REBIND-02: expected nothing fetched by the redeliver ({describe(response)}); "
+        f"REDLV-REBIND-02: expected nothing fetched by the redeliver ({describe(redelivered)}); "
         f"the private address saw {len(hits)} connections, the old address {arrived} deliveries"
     )
 
 
 @pytest.mark.requirement("REDLV-VALIDATE-01")
 def test_rebind_redeliver_validates_target_before_connecting(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    redelivered: httpx.Response, canary: CanaryView
 ) -> None:
     """The recorded target is validated again first: its now-private address gets no connection."""
-    response = _redeliver(api, rebound)
     hits = canary.hits
     assert not hits, (
         f"REDLV-VALIDATE-01: expected no connection to the private address the target now "
-        f"resolves to; the redeliver answered {describe(response)} and the canary saw "
+        f"resolves to; the redeliver answered {describe(redelivered)} and the canary saw "
         + "; ".join(f"{h.peer} -> {h.local}: {h.request_line}" for h in hits)
     )
 
 
 @pytest.mark.requirement("REDLV-REBIND-03")
 def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
-    api: ApiClient, rebound: Exhausted, endpoint: Endpoint, canary: CanaryView
+    api: ApiClient, rebound: Exhausted, redelivered: httpx.Response
 ) -> None:
     """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
-    response = _redeliver(api, rebound)
     after = record_of_target(records_of(api, rebound.generation_id), rebound.url)
     before = {k: rebound.record.get(k) for k in ("outcome", "attempts")}
     seen = None if after is None else {k: after.get(k) for k in ("outcome", "attempts")}
     assert seen == before, (
         f"REDLV-REBIND-03: expected the delivery unchanged by the refused redeliver "
-        f"({describe(response)}); before {before!r}, after {seen!r}"
+        f"({describe(redelivered)}); before {before!r}, after {seen!r}"
     )
 
 

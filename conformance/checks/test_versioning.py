@@ -15,14 +15,18 @@ from typing import Any, Final
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import assert_status, describe
+from conformance.judge.asserts import (
+    DeliveryTarget,
+    accepted_generation_id,
+    assert_delivered,
+    assert_status,
+    describe,
+)
 from conformance.judge.operations import Operation, OperationPaths, operations
-from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
-from conformance.observe.timing import delivery_deadline
+from conformance.observe.receiver import Delivery, Endpoint
 from conformance.observe.waits import event_of
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
 from conformance.target.setup import IMAGES_PATH, SUBMIT_PROMPT
 
 PUBLIC: Final = [pytest.param(op, id=op.param_id) for op in operations() if op.public]
@@ -59,24 +63,16 @@ def test_public_operation_is_served_under_v1(
 
 @pytest.mark.requirement("VER-IMAGE-01")
 def test_image_submit_with_target_is_asynchronous(
-    api: ApiClient, profile: Profile, endpoint: Endpoint
+    api: ApiClient, delivery_target: DeliveryTarget
 ) -> None:
     """An image submit with a delivery target is answered 202 with an id, and its result
     is pushed to the target later (an event for that generation arrives there)."""
     response = api.request(
-        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": endpoint.url}}
+        "POST", IMAGES_PATH, json={"prompt": SUBMIT_PROMPT, "webhook": {"url": delivery_target.url}}
     )
     assert_status(response, 202)
-    try:
-        generation_id = response.json().get("id")
-    except (ValueError, AttributeError):
-        generation_id = None
-    if not isinstance(generation_id, str):
-        fail(f"expected the 202 to carry the generation id, saw {describe(response)}")
-    try:
-        arrived = endpoint.wait_for(1, delivery_deadline(profile))
-    except DeliveryTimeout as missing:
-        fail(f"expected the result of {generation_id} pushed to the target: {missing}")
+    generation_id = accepted_generation_id(response)
+    arrived = assert_delivered(delivery_target, f"the result of {generation_id}")
     about = [_generation_of(delivery) for delivery in arrived]
     if generation_id not in about:
         events = [event_of(delivery) for delivery in arrived]

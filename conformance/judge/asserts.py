@@ -4,8 +4,9 @@ Each helper judges one spec concept and fails through :func:`conformance.finding
 which prefixes the message with the rule broken: the *rule* argument (one of the ids the
 running check cites) or, when it is None, every id the check cites. The message says what
 was expected and what was seen, so a failure reads on its own in a report. The helpers
-only judge responses; the checks send the requests themselves. Response bodies are
-quoted short (the plugin redacts failure text, and the recorder keeps the full exchange).
+only judge responses and what arrives at a delivery target; the checks send the
+requests themselves. Response bodies are quoted short (the plugin redacts failure text,
+and the recorder keeps the full exchange).
 
 Add a helper here when a second check needs the same judgement: one piece of code per
 idea.
@@ -14,18 +15,25 @@ idea.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
 
 from conformance.findings import fail
+from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
+from conformance.observe.waits import wait_for_event
 from conformance.target.adapter_declaration import DeclaredOperation, Listed
 from conformance.target.client import ApiClient
-from conformance.target.profile import CapabilityMissing
+from conformance.target.profile import CapabilityMissing, Profile
 from conformance.target.setup import SetupFailed
 
 __all__ = [
     "AUTH_REFUSALS",
+    "DeliveryTarget",
+    "accepted_generation_id",
+    "assert_delivered",
     "assert_delivery_list",
     "assert_not_refused_for_auth",
     "assert_refused",
@@ -35,6 +43,7 @@ __all__ = [
     "credits_used_today",
     "describe",
     "error_detail",
+    "generation_id_of",
     "json_object",
     "json_values",
     "nested_values",
@@ -122,6 +131,57 @@ def error_detail(response: httpx.Response) -> object:
     """The ``detail`` of an error answer's JSON object (spec §7); None when there is none."""
     body = json_object(response)
     return body.get("detail") if body is not None else None
+
+
+def generation_id_of(response: httpx.Response) -> object:
+    """The ``id`` of a submit's JSON object answer (spec §4: the 202 carries the
+    generation id); None when there is none."""
+    body = json_object(response)
+    return body.get("id") if body is not None else None
+
+
+def accepted_generation_id(response: httpx.Response, rule: str | None = None) -> str:
+    """The generation id an accepted submit's answer carries, as a string; a failure when
+    it carries none (the status is the caller's to judge)."""
+    generation_id = generation_id_of(response)
+    if not isinstance(generation_id, str):
+        fail(
+            f"{_request_line(response)}: expected the accepted submit to carry the generation "
+            f"id, saw {describe(response)}",
+            rule=rule,
+        )
+    return generation_id
+
+
+@dataclass(frozen=True)
+class DeliveryTarget:
+    """Where a check's generation delivers: a fresh endpoint on the suite's receiver, and
+    the profile, whose ``[sandbox]`` and ``[timing]`` bound how soon an event arrives there
+    (the ``delivery_target`` fixture)."""
+
+    endpoint: Endpoint
+    profile: Profile
+
+    @property
+    def url(self) -> str:
+        """The endpoint's URL, for a submit's ``webhook.url`` or ``callback_url``."""
+        return self.endpoint.url
+
+
+def assert_delivered(
+    target: DeliveryTarget, what: str, *, event: str | None = None, rule: str | None = None
+) -> list[Delivery]:
+    """An event of the generation *what* names (how it was submitted, or its id) arrives
+    at *target* within the profile's delivery deadline: any event, or the *event* named
+    (among the first arrivals: the spec does not order it beside others); the deliveries
+    arrived. A failure names *what* and the deliveries that did arrive."""
+    deadline = delivery_deadline(target.profile)
+    try:
+        if event is None:
+            return target.endpoint.wait_for(1, deadline)
+        return wait_for_event(target.endpoint, event, deadline)
+    except DeliveryTimeout as missing:
+        fail(f"{what}: expected {event or 'an event'} at the target: {missing}", rule=rule)
 
 
 def json_values(response: httpx.Response) -> list[Any]:

@@ -130,8 +130,14 @@ def _usable(address: IPAddress, entry: AddressRange, avoid: frozenset[IPAddress]
     return address not in ALLOWLISTED and address not in avoid and deciding_range(address) == entry
 
 
-def _addresses_in(entry: AddressRange, avoid: frozenset[IPAddress]) -> st.SearchStrategy[IPAddress]:
+def _addresses_in(
+    entry: AddressRange, avoid: Iterable[IPAddress], version: int
+) -> st.SearchStrategy[IPAddress]:
+    """Addresses that *entry*, a range of IP *version*, decides, none of *avoid*."""
     network = entry.network
+    if network.version != version:
+        raise ValueError(f"{entry.slug} is not an IPv{version} range")
+    avoided = frozenset(avoid)
     first, last = int(network.network_address), int(network.broadcast_address)
 
     def make(number: int) -> IPAddress:
@@ -140,7 +146,7 @@ def _addresses_in(entry: AddressRange, avoid: frozenset[IPAddress]) -> st.Search
         return ipaddress.IPv6Address(number)
 
     def usable(address: IPAddress) -> bool:
-        return _usable(address, entry, avoid)
+        return _usable(address, entry, avoided)
 
     # The ends of a range are where off-by-one mistakes live: draw them often.
     edges = st.sampled_from(sorted({first, min(first + 1, last), max(last - 1, first), last}))
@@ -152,18 +158,14 @@ def ipv4_in(
     entry: AddressRange, avoid: Iterable[IPAddress] = ()
 ) -> st.SearchStrategy[ipaddress.IPv4Address]:
     """IPv4 addresses that *entry* (an IPv4 range) decides."""
-    if entry.network.version != 4:
-        raise ValueError(f"{entry.slug} is not an IPv4 range")
-    return _addresses_in(entry, frozenset(avoid))  # type: ignore[return-value]
+    return _addresses_in(entry, avoid, 4)  # type: ignore[return-value]
 
 
 def ipv6_in(
     entry: AddressRange, avoid: Iterable[IPAddress] = ()
 ) -> st.SearchStrategy[ipaddress.IPv6Address]:
     """IPv6 addresses that *entry* (an IPv6 range) decides."""
-    if entry.network.version != 6:
-        raise ValueError(f"{entry.slug} is not an IPv6 range")
-    return _addresses_in(entry, frozenset(avoid))  # type: ignore[return-value]
+    return _addresses_in(entry, avoid, 6)  # type: ignore[return-value]
 
 
 # -- spellings and embeddings --------------------------------------------------------------

@@ -6,6 +6,9 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import (
+    DeliveryTarget,
+    accepted_generation_id,
+    assert_delivered,
     assert_not_refused_for_auth,
     assert_refused,
     assert_status,
@@ -13,8 +16,11 @@ from conformance.judge.asserts import (
     assert_webhook_list,
     credits_used_today,
     describe,
+    generation_id_of,
     json_values,
 )
+from conformance.observe.receiver import DeliveryTimeout
+from conformance.observe.timing import delivery_deadline
 from conformance.target.adapter_declaration import parse_declaration
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, parse_profile
@@ -177,3 +183,62 @@ def test_json_values_finds_values_wherever_they_sit() -> None:
 def test_json_values_of_a_body_that_is_not_json_is_empty() -> None:
     assert json_values(response(200, "<html>wh_1</html>")) == []
     assert json_values(response(204)) == []
+
+
+def test_accepted_generation_id_reads_the_string_id_of_the_answer() -> None:
+    accepted = response(202, '{"id": "gen_1", "status": "queued"}', "POST", "/v1/images/generate")
+    assert accepted_generation_id(accepted, "GEN-IMAGE-08") == "gen_1"
+    assert generation_id_of(response(202, '["gen_1"]')) is None
+
+
+@pytest.mark.parametrize("body", ['{"id": 7}', '{"status": "queued"}', "[]", "not json", ""])
+def test_accepted_generation_id_without_a_string_id_fails_naming_the_request(body: str) -> None:
+    with pytest.raises(AssertionError) as caught:
+        accepted_generation_id(response(202, body, "POST", "/v1/videos/generate"), "GEN-VIDEO-07")
+    message = str(caught.value)
+    assert message.startswith("GEN-VIDEO-07") and "POST /v1/videos/generate" in message
+    assert "expected the accepted submit to carry the generation id" in message
+
+
+class _Endpoint:
+    """Stands in for a receiver endpoint: what it was asked to wait for, and its answer."""
+
+    name = "x"
+
+    def __init__(self, arrived: list[str] | None) -> None:
+        self.arrived = arrived
+        self.waits: list[tuple[int, float]] = []
+
+    def wait_for(self, count: int, timeout: float) -> list[str]:
+        self.waits.append((count, timeout))
+        if self.arrived is None:
+            raise DeliveryTimeout("endpoint 'x': expected 1 deliveries within 1 s, got 0: []")
+        return self.arrived
+
+
+def test_assert_delivered_waits_for_one_event_within_the_delivery_deadline() -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+    endpoint = _Endpoint(["a delivery"])
+    assert assert_delivered(DeliveryTarget(endpoint, profile), "the result of gen_1") == [
+        "a delivery"
+    ]
+    assert endpoint.waits == [(1, delivery_deadline(profile))]
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (None, "expected an event"),
+        ("generation.failed", "expected generation.failed"),
+    ],
+)
+def test_assert_delivered_fails_naming_what_was_submitted_and_the_event(
+    event: str | None, expected: str
+) -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+    target = DeliveryTarget(_Endpoint(None), profile)
+    with pytest.raises(AssertionError) as caught:
+        assert_delivered(target, "POST /v1/images/generate", event=event, rule="GEN-IMAGE-05")
+    message = str(caught.value)
+    assert message.startswith(f"GEN-IMAGE-05: POST /v1/images/generate: {expected} at the target")
+    assert "expected" in message.split("at the target: ", 1)[1]  # what the wait saw
