@@ -44,11 +44,10 @@ from typing import Any, Final
 import httpx
 import pytest
 
-from conformance.judge.asserts import describe, generation_id_of, json_object
+from conformance.judge.asserts import describe, generation_id_of, is_json_integer, json_object
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
-from conformance.target.clock import next_utc_midnight
 from conformance.target.leases import Leases
 from conformance.target.profile import Profile
 from conformance.target.setup import (
@@ -63,7 +62,6 @@ __all__ = [
     "CHAIN_ROLES",
     "CREDITS_ROLE",
     "DAILY_ROLE",
-    "MIDNIGHT_MARGIN_SECONDS",
     "RATELIMIT_HEADERS",
     "ROLE",
     "SECOND_ROLE",
@@ -73,7 +71,6 @@ __all__ = [
     "DayRun",
     "RateRun",
     "accepted_id",
-    "across_midnight",
     "assert_retry_after",
     "chain_fixtures",
     "examined_429",
@@ -104,17 +101,10 @@ DAILY_ROLE: Final = "low-daily"
 CHAIN_ROLES: Final = frozenset({ROLE, SECOND_ROLE, WINDOW_ROLE, CREDITS_ROLE, DAILY_ROLE})
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
-#: How far before and after 00:00 UTC the daily-reset checks look: more than the clocks
-#: of the suite and the target may differ, and more than a request takes.
-MIDNIGHT_MARGIN_SECONDS: Final = 30.0
 #: The rate headers of every response, served or 429 (spec §7).
 RATELIMIT_HEADERS: Final = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 #: The lease of the target's calendar clock; its state: ``moved_seconds``.
 CLOCK_LEASE: Final = "clock"
-
-
-def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _lease_of(role: str) -> str:
@@ -292,74 +282,13 @@ def _checked_tier(response: httpx.Response, role: str) -> dict[str, Any]:
     if (
         response.status_code != 200
         or body is None
-        or not all(_is_integer(body.get(n)) and body[n] > 0 for n in numbers)
+        or not all(is_json_integer(body.get(n)) and body[n] > 0 for n in numbers)
     ):
         raise SetupFailed(
             f"setup: GET {TIER_PATH} ({role}) gave no tier record with positive integer "
             f"{', '.join(numbers)}: {describe(response)}"
         )
     return body
-
-
-# -- the target's calendar clock -------------------------------------------------------------
-
-
-def _move_target_clock(api: ApiClient, profile: Profile, seconds: float) -> None:
-    """Move the target's calendar clock *seconds* forward.
-
-    With a declared request (``[clock]`` method, path, body): ask for it. With
-    ``wait_for_midnight``: wait in real time, at most ``max_wait_seconds`` (the
-    capability is checked before the check starts).
-    """
-    advance = profile.clock.advance
-    if advance is None:
-        if seconds > profile.clock.max_wait_seconds:
-            raise SetupFailed(
-                f"setup: {seconds:.0f} s to wait, beyond [clock] max_wait_seconds = "
-                f"{profile.clock.max_wait_seconds:g}"
-            )
-        time.sleep(seconds)  # the wait for 00:00 UTC itself, bounded just above
-        return
-    response = api.request(
-        advance.method, advance.path, role="none", json=advance.body_for(seconds), patient=False
-    )
-    if response.status_code != advance.status:
-        raise SetupFailed(
-            f"setup: {advance.method} {advance.path} (the profile's [clock]) should move the "
-            f"target's clock {seconds:.0f} s forward with {advance.status}; saw "
-            f"{describe(response)}"
-        )
-
-
-def across_midnight(
-    api: ApiClient, profile: Profile, chain: Chain, send: Callable[[], httpx.Response]
-) -> tuple[httpx.Response | None, httpx.Response]:
-    """*send* on the target shortly before its next 00:00 UTC, then shortly after (spec
-    §8: the daily limits reset at 00:00 UTC); the first answer is None when the target's
-    clock is already too close to midnight to ask before it.
-
-    The *chain* holds the clock (:func:`hold_chain` with ``clock=True``): its lease says
-    how far this run moved the target's clock (with a declared ``[clock]`` request;
-    waiting leaves it on the wall clock), whichever process moved it last.
-    """
-    clock = chain.clock
-    if clock is None:
-        raise SetupFailed("setup: the chain crosses midnight without holding the clock")
-
-    def move_to(moment: float) -> None:
-        seconds = moment - chain.target_now()
-        if seconds > 0:
-            _move_target_clock(api, profile, seconds)
-            if profile.clock.advance is not None:
-                clock["moved_seconds"] = chain.moved_seconds + seconds
-
-    midnight = next_utc_midnight(chain.target_now())
-    before: httpx.Response | None = None
-    if chain.target_now() < midnight - MIDNIGHT_MARGIN_SECONDS:
-        move_to(midnight - MIDNIGHT_MARGIN_SECONDS)
-        before = send()
-    move_to(midnight + MIDNIGHT_MARGIN_SECONDS)
-    return before, send()
 
 
 # -- set-up shared by the chains -------------------------------------------------------------
@@ -581,7 +510,7 @@ def first_day_run(chain: Chain, make_api: Callable[..., ApiClient], profile: Pro
     budget = profile.budgets.max_requests_per_rate_check
     api: ApiClient = make_api(budget=budget)
     record = chain.read_tier(api, patient=False)
-    if not _is_integer(record.get("requests_per_day")) or record["requests_per_day"] < 1:
+    if not is_json_integer(record.get("requests_per_day")) or record["requests_per_day"] < 1:
         raise SetupFailed(f"setup: the {chain.role} tier record has no positive requests_per_day")
     per_day = int(record["requests_per_day"])
     if per_day + 2 > budget:

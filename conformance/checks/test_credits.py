@@ -34,16 +34,15 @@ from conformance.checks.credit_cap import (
 )
 from conformance.checks.low_limit import (
     CREDITS_ROLE,
-    MIDNIGHT_MARGIN_SECONDS,
     RATELIMIT_HEADERS,
     Chain,
     accepted_id,
-    across_midnight,
     assert_retry_after,
     chain_fixtures,
     examined_429,
     wait_finished,
 )
+from conformance.checks.midnight import MIDNIGHT_MARGIN_SECONDS, across_midnight
 from conformance.judge.asserts import credits_used_today, describe, error_detail
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import judge_timing

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from conformance.checks.scenarios import BY_OUTCOME, FAILED_INLINE, INLINE, VIDEO
+from conformance.judge.asserts import is_json_integer
 from conformance.observe.events import EventLab, Scenario
 from conformance.run.fixtures.labs import Labs
 
@@ -20,11 +21,6 @@ from conformance.run.fixtures.labs import Labs
 @pytest.fixture(scope="module")
 def lab(labs: Labs) -> EventLab:
     return labs.events("envelope-data", INLINE, FAILED_INLINE)
-
-
-def _is_integer(value: Any) -> bool:
-    """A JSON number without fraction, not a boolean (Python's bool is an int)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @pytest.mark.parametrize("scenario", BY_OUTCOME)
@@ -102,7 +98,7 @@ def test_data_error_message_populated_on_failure(lab: EventLab) -> None:
 @pytest.mark.requirement("EVT-DATA-09")
 def test_data_credits_used_is_integer(lab: EventLab, scenario: Scenario) -> None:
     """data.credits_used is an integer (a JSON number without fraction, not a boolean)."""
-    lab.get(scenario).expect("data.credits_used", _is_integer, "an integer")
+    lab.get(scenario).expect("data.credits_used", is_json_integer, "an integer")
 
 
 @pytest.mark.parametrize(
@@ -122,7 +118,9 @@ def test_data_credits_used_not_negative_and_zero_on_failure(
     if zero:
         generated.expect("data.credits_used", lambda seen: seen == 0, "0 on failure (refunded)")
     else:
-        generated.expect("data.credits_used", lambda seen: _is_integer(seen) and seen >= 0, ">= 0")
+        generated.expect(
+            "data.credits_used", lambda seen: is_json_integer(seen) and seen >= 0, ">= 0"
+        )
 
 
 @pytest.mark.requirement("EVT-DATA-11")

@@ -14,14 +14,13 @@ import pytest
 
 from conformance.checks.low_limit import (
     DAILY_ROLE,
-    MIDNIGHT_MARGIN_SECONDS,
     Chain,
     DayRun,
-    across_midnight,
     chain_fixtures,
     examined_429,
     first_day_run,
 )
+from conformance.checks.midnight import MIDNIGHT_MARGIN_SECONDS, across_midnight
 from conformance.judge.asserts import describe
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.judge.asserts import json_values
+from conformance.judge.asserts import is_json_integer, json_values
 from conformance.target.client import ApiClient
 from conformance.target.setup import SetupFailed
 
@@ -55,10 +55,6 @@ def _tier(api: ApiClient, requirement_id: str) -> dict[str, Any]:
     return _object(response, requirement_id)
 
 
-def _is_integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 @pytest.mark.requirement("TIER-READ-01")
 def test_tier_with_api_key_returns_2xx_with_all_fields(api: ApiClient) -> None:
     """GET /v1/account/tier with an API key answers 2xx with all six tier record fields."""
@@ -85,7 +81,9 @@ def test_tier_with_api_key_returns_2xx_with_all_fields(api: ApiClient) -> None:
 def test_tier_numeric_field_is_integer(api: ApiClient, name: str, requirement_id: str) -> None:
     """Each numeric field of the tier record is a JSON integer."""
     value = _tier(api, requirement_id).get(name)
-    assert _is_integer(value), f"{requirement_id}: expected {name} to be an integer, saw {value!r}"
+    assert is_json_integer(value), (
+        f"{requirement_id}: expected {name} to be an integer, saw {value!r}"
+    )
 
 
 @pytest.mark.requirement("TIER-FIELD-01")
@@ -120,7 +118,7 @@ def test_tier_numeric_fields_are_positive(api: ApiClient) -> None:
     """The limits of the tier record are positive (a limit of 0 would block everything)."""
     tier = _tier(api, "TIER-FIELD-08")
     not_positive = {
-        n: tier.get(n) for n in NUMERIC if not (_is_integer(tier.get(n)) and tier[n] > 0)
+        n: tier.get(n) for n in NUMERIC if not (is_json_integer(tier.get(n)) and tier[n] > 0)
     }
     assert not not_positive, f"TIER-FIELD-08: expected positive integers, saw {not_positive}"
 

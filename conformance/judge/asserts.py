@@ -44,6 +44,7 @@ __all__ = [
     "describe",
     "error_detail",
     "generation_id_of",
+    "is_json_integer",
     "json_object",
     "json_values",
     "nested_values",
@@ -115,6 +116,11 @@ def assert_not_refused_for_auth(
             f"(not 401/403, not 5xx), saw {describe(response)}",
             rule=rule,
         )
+
+
+def is_json_integer(value: object) -> bool:
+    """A JSON number without fraction, not a boolean (Python's bool is an int)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def json_object(response: httpx.Response) -> dict[str, Any] | None:
