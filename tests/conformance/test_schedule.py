@@ -161,6 +161,30 @@ def test_a_chain_at_its_last_check_queues_the_smallest_module() -> None:
     assert units["gw0"] == [LONG, "checks/test_d.py"], units
 
 
+def _step(scheduler: Any, node: _Node) -> None:
+    index = node.queue[node.ran]
+    node.ran += 1
+    scheduler.mark_test_complete(node, index)
+
+
+def test_a_chain_at_its_last_checks_is_shut_down_when_free_workers_can_take_the_rest() -> None:
+    scheduler, nodes = _scheduled(WITH_CHAINS, 4)
+    chain_node = nodes[1]
+    assert WITH_CHAINS[chain_node.queue[0]].startswith(MINUTE)
+    # the free workers work until one module is left for them to take
+    for _ in range(len(WITH_CHAINS)):
+        ready = [n for n in nodes[2:] if n.can_run()]
+        if len(scheduler.workqueue) <= 1 or not ready:
+            break
+        _step(scheduler, ready[0])
+    assert len(scheduler.workqueue) == 1
+    for _ in range(2):  # the chain down to its last two checks: it asks for its next
+        _step(scheduler, chain_node)
+    assert chain_node.shutting_down, "no module queued behind the chain's end"
+    assert all(WITH_CHAINS[i].startswith(MINUTE) for i in chain_node.queue)
+    assert len(scheduler.workqueue) == 1, "the module left is for a free worker"
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 5])
 @pytest.mark.parametrize("prefer", [0, 1])
 def test_every_check_runs_once_with_chains(workers: int, prefer: int) -> None:

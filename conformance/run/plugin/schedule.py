@@ -9,9 +9,12 @@ cap). Each chain is one module (``conformance/checks/low_limit.py`` explains tho
 the rate limits), so a worker runs it alone, in file order; the modules of
 :data:`CHAIN_MODULES` start before any other, one per worker, and the short modules fill
 the other workers meanwhile; one worker at least is always left to them (with
-``--workers 2`` one runs the chains, one the rest). A worker whose chain is down to its
-last checks is given the smallest module left (it queues behind them: a worker starts a
-check only once it knows the next one).
+``--workers 2`` one runs the chains, one the rest). A worker starts a check only once it
+knows the next one (or that none follows), so a worker whose chain is down to its last
+checks must be given a module, which then waits behind the chain's end, or be shut down:
+it is given the smallest module left while more modules are left than workers free of
+chains to take them, and is shut down otherwise (a module queued behind a 60 s chain's
+last check would end the run that much later).
 
 The run-wide check of GEN-CONSIST-01 (:data:`~.channels.LAST_MODULE`) is held back until
 every other module's checks have ended on every worker (:mod:`.channels` says why),
@@ -77,10 +80,19 @@ def run_scheduling() -> type[Any]:
                 for scope, work in self.assigned_work.get(node, {}).items()
             )
 
+        def _free(self, but: Any) -> int:
+            """How many live workers other than *but* have no chain to finish."""
+            return sum(
+                1
+                for n in self.nodes
+                if n is not but and not n.shutting_down and not self._in_chain(n)
+            )
+
         def _assign_next(self, node: Any) -> None:
             """Give *node* the next module: a chain while any is left, unless the node is
-            in one or no other worker would be left for the other modules; then the
-            smallest other module; when only chains are left, the next chain."""
+            in one or no other worker would be left for the other modules; to a node in a
+            chain, the smallest other module while they outnumber the free workers (else
+            it is shut down); when only chains are left, the next chain."""
             chains = sorted((s for s in self.workqueue if is_chain(s)), key=_chain_rank)
             others = [s for s in self.workqueue if not is_chain(s) and not is_last(s)]
             in_chain = self._in_chain(node)
@@ -88,6 +100,10 @@ def run_scheduling() -> type[Any]:
             if chains and (not others or (not in_chain and chain_free > 1)):
                 self.workqueue.move_to_end(chains[0], last=False)
             elif others and in_chain:
+                free = self._free(but=node)
+                if 0 < free and len(others) + len(chains) <= free:
+                    node.shutdown()
+                    return
                 smallest = min(others, key=lambda s: len(self.workqueue[s]))
                 self.workqueue.move_to_end(smallest, last=False)
             elif others:
