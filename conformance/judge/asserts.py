@@ -48,6 +48,7 @@ __all__ = [
     "json_object",
     "json_values",
     "nested_values",
+    "record_in_read",
 ]
 
 #: The statuses that mean "not authenticated" or "not allowed" (spec §5.3, §7).
@@ -202,6 +203,15 @@ def json_values(response: httpx.Response) -> list[Any]:
     except ValueError:
         return []
     return nested_values(body)
+
+
+def record_in_read(response: httpx.Response, generation_id: str) -> dict[str, Any] | None:
+    """The generation record in a read: the JSON object whose id is *generation_id* (the
+    body, or an object nested in it: spec §4 does not show the read body)."""
+    for value in json_values(response):
+        if isinstance(value, dict) and value.get("id") == generation_id:
+            return value
+    return None
 
 
 def nested_values(document: Any) -> list[Any]:

@@ -9,8 +9,8 @@ file and compares each generation with one read. It is an ordinary check, so its
 reaches ``results.json``, the HTML report, JUnit and Allure like any other; what it needs
 is to run after every other check, of every worker:
 
-* in one process, :func:`order_last` moves :data:`LAST_MODULE`'s checks to the end of the
-  collection (the run-wide check is the module's last);
+* in one process, :func:`order_last` moves :data:`LAST_MODULE`'s check to the end of the
+  collection;
 * under pytest-xdist there is no order across workers, so the controller's scheduler
   (:mod:`.schedule`, ``--dist loadfile``, what ``genapi-conformance run`` uses) holds
   :data:`LAST_MODULE` back until every other file's checks have ended on every worker,
@@ -45,8 +45,9 @@ __all__ = [
 #: The folder, in the run's report folder, of the processes' final-event logs (removed
 #: when the run ends: it holds nothing a report needs).
 EVENTS_DIR: Final = ".final-events"
-#: The check module that runs after every other (it holds the run-wide check).
-LAST_MODULE: Final = "test_generation_state.py"
+#: The check module that runs after every other: the run-wide check alone (any other
+#: check in it would wait for the whole run too).
+LAST_MODULE: Final = "test_run_consistency.py"
 
 
 def events_dir(config: pytest.Config) -> Path:
