@@ -27,7 +27,7 @@ import pytest
 
 from conformance.judge.fuzzing import (
     FuzzCase,
-    GenerationMode,
+    Mode,
     coverage_cases,
     documented_schema,
     draw_cases,
@@ -91,7 +91,7 @@ def _shown(fuzz: FuzzCase, response: httpx.Response) -> str:
     query = f"?{response.request.url.query.decode()}" if response.request.url.query else ""
     body = repr(fuzz.body)[:160] if fuzz.has_body else "(no body)"
     return (
-        f"{fuzz.method} {fuzz.path}{query} [{fuzz.mode.value}] body={body} -> "
+        f"{fuzz.method} {fuzz.path}{query} [{fuzz.mode}] body={body} -> "
         f"{response.status_code} {response.text[:160]!r}"
     )
 
@@ -104,7 +104,7 @@ def _quote(found: Sequence[str]) -> str:
 def _draw(
     schema: Any,
     operation: Operation,
-    mode: GenerationMode,
+    mode: Mode,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
     max_examples: int = MAX_EXAMPLES,
@@ -132,13 +132,13 @@ def _invalid(
         schema,
         operation.method,
         operation.path,
-        mode=GenerationMode.NEGATIVE,
+        mode="negative",
         safe_urls=safe_urls,
         path_parameters=path_parameters,
         limit=MAX_COVERAGE,
     )
     return systematic + _draw(
-        schema, operation, GenerationMode.NEGATIVE, safe_urls, path_parameters, max_examples
+        schema, operation, "negative", safe_urls, path_parameters, max_examples
     )
 
 
@@ -151,7 +151,7 @@ def test_fuzz_submit_accepted_answer_carries_generation_id(
     schema_name = documented_schema(operation.operation_id, 202)
     assert schema_name is not None, f"the document gives no 202 body for {operation.path}"
     accepted_body = validator(schema_name)
-    cases = _draw(fuzz_schema, operation, GenerationMode.POSITIVE, [endpoint.url])
+    cases = _draw(fuzz_schema, operation, "positive", [endpoint.url])
     accepted = 0
     broken: list[str] = []
     for fuzz in cases:
@@ -193,7 +193,7 @@ def test_fuzz_operation_drawn_requests_get_no_5xx(
     cases = _draw(
         fuzz_schema,
         operation,
-        GenerationMode.POSITIVE,
+        "positive",
         [endpoint.url],
         _path_parameters(operation, real_paths),
     ) + _invalid(fuzz_schema, operation, [endpoint.url])

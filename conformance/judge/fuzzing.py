@@ -38,23 +38,21 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
-from schemathesis import GenerationMode
-from schemathesis.core import NOT_SET
 
 import genapi_spec
 from conformance.judge.strategies import MAX_URL_LENGTH
 
 __all__ = [
+    "MODES",
     "REJECT_URLS",
     "URL_FIELDS",
     "FuzzCase",
-    "GenerationMode",
+    "Mode",
     "bundled_document",
     "coverage_cases",
     "documented_schema",
@@ -64,6 +62,13 @@ __all__ = [
     "send_kwargs",
     "unsafe_strings",
 ]
+
+if TYPE_CHECKING:
+    from schemathesis import GenerationMode
+
+#: What a case is drawn as: data the schemas allow, or data they forbid.
+Mode = Literal["positive", "negative"]
+MODES: Final[tuple[Mode, ...]] = ("positive", "negative")
 
 #: Targets every implementation MUST refuse (spec §4 "Callback URL requirements", §7),
 #: all at the discard port 9 so that a vulnerable IUT dialling one does no harm:
@@ -144,6 +149,9 @@ def load_schema(base_url: str) -> Any:
 
     The base URL is passed explicitly: the document's ``servers[0]`` is a template.
     """
+    # Imported here: every worker of a run collects the contract checks, one runs them.
+    import schemathesis
+
     schema = schemathesis.openapi.from_dict(bundled_document())
     schema.config.update(base_url=base_url)
     return schema
@@ -251,7 +259,7 @@ class FuzzCase:
     """One drawn request, made safe: what to send, and how it was generated."""
 
     label: str  # "POST /v1/images/generate"
-    mode: GenerationMode
+    mode: Mode
     method: str
     path: str  # the path with its parameters filled in (no query)
     params: dict[str, Any]
@@ -265,9 +273,16 @@ class FuzzCase:
 _NO_BODY: Final = object()
 
 
+def _generation_mode(mode: Mode) -> GenerationMode:
+    """Schemathesis' name for *mode* (imported when cases are drawn, see load_schema)."""
+    from schemathesis import GenerationMode
+
+    return GenerationMode(mode)
+
+
 def _fuzz_case(
     case: Any,
-    mode: GenerationMode,
+    mode: Mode,
     safe_urls: Sequence[str],
     rnd: random.Random,
     path_parameters: dict[str, str] | None,
@@ -278,6 +293,8 @@ def _fuzz_case(
     *reject* its targets may also be reject URLs (see :func:`make_safe`)."""
     if path_parameters:
         case.path_parameters = {**(case.path_parameters or {}), **path_parameters}
+    from schemathesis.core import NOT_SET
+
     has_body = case.body is not NOT_SET
     body = make_safe(case.body, safe_urls, rnd, reject=reject) if has_body else _NO_BODY
     if has_body:
@@ -315,7 +332,7 @@ def draw_cases(
     method: str,
     path: str,
     *,
-    mode: GenerationMode,
+    mode: Mode,
     max_examples: int,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
@@ -330,6 +347,8 @@ def draw_cases(
     drawn: list[FuzzCase] = []
     seen: set[str] = set()
 
+    strategy = operation.as_strategy(generation_mode=_generation_mode(mode))
+
     # Bounded and reproducible: derandomised, no example database, no deadline (the IUT's
     # latency is not the generator's), explicit examples of the document first.
     @settings(
@@ -341,13 +360,13 @@ def draw_cases(
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
     )
-    @given(case=operation.as_strategy(generation_mode=mode), rnd=st.randoms(use_true_random=False))
+    @given(case=strategy, rnd=st.randoms(use_true_random=False))
     def collect(case: Any, rnd: random.Random) -> None:
         if len(drawn) >= max_examples:
             return
         # Valid data targets the receiver (so valid submits are accepted); drawn invalid
         # data targets receiver and reject URLs alike.
-        reject = mode is not GenerationMode.POSITIVE
+        reject = mode != "positive"
         fuzz = _fuzz_case(case, mode, safe_urls, rnd, path_parameters, reject=reject)
         if _key(fuzz) not in seen:  # Hypothesis repeats small examples; send each once
             seen.add(_key(fuzz))
@@ -366,7 +385,7 @@ def coverage_cases(
     method: str,
     path: str,
     *,
-    mode: GenerationMode,
+    mode: Mode,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
     limit: int = 200,
@@ -381,7 +400,7 @@ def coverage_cases(
     cases: list[FuzzCase] = []
     seen: set[str] = set()
     for case in schema.iter_coverage_cases(
-        operation, generation_modes=[mode], generation_config=generation
+        operation, generation_modes=[_generation_mode(mode)], generation_config=generation
     ):
         if str(case.method).upper() != method.upper():
             continue

@@ -47,6 +47,7 @@ PRELOADED = (
     "conformance.run.plugin",
     "conformance.run.fixtures",
     "conformance.judge.fuzzing",
+    "schemathesis",  # the fuzzing module imports it when cases are drawn
     "conformance.judge.strategies",
     "conformance.observe.events",
     "_hypothesis_pytestplugin",

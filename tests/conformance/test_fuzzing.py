@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.judge import fuzzing
-from conformance.judge.fuzzing import REJECT_URLS, GenerationMode, make_safe, unsafe_strings
+from conformance.judge.fuzzing import MODES, REJECT_URLS, Mode, make_safe, unsafe_strings
 from conformance.judge.operations import operations
 
 SAFE = ("http://127.0.0.1:5555/hooks/fuzz-0123",)
@@ -57,12 +57,12 @@ def test_bundled_document_refs_all_resolve() -> None:
         assert isinstance(node, dict), ref
 
 
-@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda m: m.value)
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize(
     "operation", BODY_OPERATIONS, ids=[op.operation_id for op in BODY_OPERATIONS]
 )
 def test_drawn_bodies_hold_only_safe_delivery_targets(
-    schema: Any, operation: Any, mode: GenerationMode
+    schema: Any, operation: Any, mode: Mode
 ) -> None:
     cases = fuzzing.draw_cases(
         schema, operation.method, operation.path, mode=mode, max_examples=30, safe_urls=SAFE
@@ -83,14 +83,12 @@ def test_drawn_bodies_hold_only_safe_delivery_targets(
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        (GenerationMode.POSITIVE, set(SAFE)),
-        (GenerationMode.NEGATIVE, set(SAFE) | set(REJECT_URLS)),
+        ("positive", set(SAFE)),
+        ("negative", set(SAFE) | set(REJECT_URLS)),
     ],
     ids=["positive-safe-only", "negative-safe-and-reject"],
 )
-def test_drawn_submits_do_reach_the_url_fields(
-    schema: Any, mode: GenerationMode, expected: set[str]
-) -> None:
+def test_drawn_submits_do_reach_the_url_fields(schema: Any, mode: Mode, expected: set[str]) -> None:
     """The override is exercised: valid bodies target only the safe URLs (so they stay
     valid); invalid ones target safe and reject URLs."""
     cases = fuzzing.draw_cases(
@@ -114,7 +112,7 @@ def test_drawn_submits_do_reach_the_url_fields(
         if isinstance(value, str)
     }
     assert targets <= expected and targets & set(SAFE), targets
-    if mode is GenerationMode.NEGATIVE:
+    if mode == "negative":
         assert targets & set(REJECT_URLS), targets
 
 
@@ -159,7 +157,7 @@ def test_make_safe_without_reject_uses_only_safe_urls() -> None:
 
 def test_coverage_cases_are_safe_and_systematic(schema: Any) -> None:
     cases = fuzzing.coverage_cases(
-        schema, "POST", "/v1/videos/generate", mode=GenerationMode.NEGATIVE, safe_urls=SAFE
+        schema, "POST", "/v1/videos/generate", mode="negative", safe_urls=SAFE
     )
     bodies = [case.body for case in cases if isinstance(case.body, dict)]
     assert any("prompt" not in body for body in bodies)
@@ -219,7 +217,7 @@ def test_send_kwargs_sends_json_or_raw_content(schema: Any) -> None:
         schema,
         "POST",
         "/v1/videos/generate",
-        mode=GenerationMode.NEGATIVE,
+        mode="negative",
         max_examples=40,
         safe_urls=SAFE,
     )
@@ -236,7 +234,7 @@ def test_send_kwargs_sends_json_or_raw_content(schema: Any) -> None:
 def test_send_kwargs_sends_a_json_null_body() -> None:
     fuzz = fuzzing.FuzzCase(
         label="POST /x",
-        mode=GenerationMode.NEGATIVE,
+        mode="negative",
         method="POST",
         path="/x",
         params={"limit": [1, 2], "outcome": None, "deep": {"a": 1}},
@@ -254,6 +252,6 @@ def test_send_kwargs_sends_a_json_null_body() -> None:
 
 def test_draw_cases_without_negative_data_is_empty(schema: Any) -> None:
     cases = fuzzing.draw_cases(
-        schema, "GET", "/healthz", mode=GenerationMode.NEGATIVE, max_examples=5, safe_urls=SAFE
+        schema, "GET", "/healthz", mode="negative", max_examples=5, safe_urls=SAFE
     )
     assert cases == []
