@@ -50,21 +50,29 @@ def test_timed_out_attempt_is_retried(lab: Chains, profile: Profile) -> None:
 
 @pytest.mark.requirement("DLV-TIMEOUT-01")
 def test_attempt_abandoned_after_10_seconds(lab: Chains, profile: Profile) -> None:
-    """An attempt without a reply is abandoned after 10 s: the retry comes before the late
-    reply would have."""
+    """An attempt without a reply is abandoned after 10 s: the next attempt comes before
+    the late reply would have."""
     # Backoff from the start or from the end of the attempt (DLV-BACKOFF-03 judges which):
-    # the 2nd attempt comes 10 to 11 s after the 1st, never after the 16 s reply.
-    lab["silent"].judge_gap(1, "DLV-TIMEOUT-01", profile)
+    # the 3rd attempt comes 10 to 12 s after the 2nd, never after the 16 s reply. The
+    # retries' gap: the first attempt's includes what the sender does before its first
+    # byte arrives (see DLV-BACKOFF-03's check).
+    lab["silent"].judge_gap(2, "DLV-TIMEOUT-01", profile)
 
 
 @pytest.mark.requirement("DLV-BACKOFF-03")
 def test_backoff_counts_from_end_of_timed_out_attempt(lab: Chains, profile: Profile) -> None:
-    """After a timed-out attempt, the backoff (1 s, then 2 s) counts from the timeout."""
+    """After a timed-out attempt, the backoff counts from the timeout: the third attempt
+    comes 10 s (the second's timeout) and 2 s after the second's start, not 10 s.
+
+    The gap from the second attempt to the third is judged, not the first: the first
+    attempt's timeout starts before its first byte arrives, by what the sender does first
+    (validating the target, connecting; 0.7 s on a loaded machine), which shortens the
+    first gap alone; the two retries share it.
+    """
     chain = lab["silent"]
     arrived = chain.wait_for(3, "3 attempts")
-    gaps = arrival_gaps(arrived)[:2]
-    for n, (gap, backoff) in enumerate(zip(gaps, BACKOFF, strict=True), start=1):
-        judge_timing("DLV-BACKOFF-03", gap - backoff, profile, what=f"gap {n} {chain.describe()}")
+    gap = arrival_gaps(arrived)[1]
+    judge_timing("DLV-BACKOFF-03", gap - BACKOFF[1], profile, what=f"gap 2 {chain.describe()}")
 
 
 @pytest.mark.requirement("REC-ATTEMPT-08")

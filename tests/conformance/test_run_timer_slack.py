@@ -34,4 +34,4 @@ def test_late_timers_get_no_must_failure(tmp_path: Path) -> None:
     (timeout,) = [r for r in results["requirements"] if r["id"] == "DLV-TIMEOUT-01"]
     measured = [m for e in timeout["evidence"] for m in e["measurements"]]
     assert measured, "the report shows the measured value against the bands"
-    assert 10.0 <= measured[0]["value"] <= 12.6
+    assert 10.0 <= measured[0]["value"] <= 13.6  # 2nd to 3rd attempt: 10-11 s, then 2 s
