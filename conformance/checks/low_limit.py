@@ -49,7 +49,12 @@ from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
 from conformance.target.leases import Leases
-from conformance.target.profile import Profile
+from conformance.target.profile import CHAIN_ROLES, Profile
+from conformance.target.profile import LOW_DAILY_ROLE as DAILY_ROLE
+from conformance.target.profile import LOW_LIMIT_CREDITS_ROLE as CREDITS_ROLE
+from conformance.target.profile import LOW_LIMIT_ROLE as ROLE
+from conformance.target.profile import LOW_LIMIT_SECOND_ROLE as SECOND_ROLE
+from conformance.target.profile import LOW_LIMIT_WINDOW_ROLE as WINDOW_ROLE
 from conformance.target.setup import (
     IMAGES_PATH,
     SUBMIT_PROMPT,
@@ -83,22 +88,6 @@ __all__ = [
     "wait_finished",
 ]
 
-ROLE: Final = "low-limit"
-#: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
-SECOND_ROLE: Final = "low-limit-second"
-#: Optional: a key of another account on a low tier for the rolling-window check alone
-#: (else ``low-limit``).
-WINDOW_ROLE: Final = "low-limit-window"
-#: Optional: a key of another account on a low tier for the credit and concurrency checks
-#: alone (else ``low-limit``): its window, in-flight generations and daily credits are
-#: theirs while the per-minute checks use another account's key.
-CREDITS_ROLE: Final = "low-limit-credits"
-#: A key whose tier has a small requests_per_day under a large requests_per_minute: the
-#: day's limit is reached in a few seconds, and never mistaken for the minute's.
-DAILY_ROLE: Final = "low-daily"
-#: The keys the chains exhaust: no other check may send with them (a request of another
-#: check would join a window a chain is measuring, or meet a limit a chain has spent).
-CHAIN_ROLES: Final = frozenset({ROLE, SECOND_ROLE, WINDOW_ROLE, CREDITS_ROLE, DAILY_ROLE})
 #: Spec §8: "Requests per minute ... rolling window".
 WINDOW_SECONDS: Final = 60.0
 #: The rate headers of every response, served or 429 (spec §7).

@@ -29,7 +29,7 @@ from conformance.observe.receiver import Delivery, DeliveryTimeout, Endpoint, Re
 from conformance.observe.timing import delivery_deadline
 from conformance.secrets import Secret
 from conformance.target.client import ApiClient
-from conformance.target.profile import CapabilityMissing, KeyProfile, Profile
+from conformance.target.profile import CHAIN_ROLES, CapabilityMissing, KeyProfile, Profile
 from conformance.target.setup import (
     IMAGES_PATH,
     GenerationOutcome,
@@ -143,11 +143,12 @@ def per_key_secrets(profile: Profile, *, but: str | None = None) -> dict[str, Se
 
 
 def foreign_key(profile: Profile, role: str = "primary") -> KeyProfile:
-    """A usable key of another account than *role*'s (the cross-account checks); a
-    profile without one cannot run them: a skip (CapabilityMissing), never a failure."""
+    """A usable key of another account than *role*'s (the cross-account checks), none
+    a chain exhausts; a profile without one cannot run them: a skip (CapabilityMissing),
+    never a failure."""
     home = profile.key(role).account
     for key in profile.keys.values():
-        if key.account != home and not key.revoked:
+        if key.account != home and not key.revoked and key.role not in CHAIN_ROLES:
             return key
     raise CapabilityMissing(
         "a key of a second account", "add a [keys.foreign] table with another account"
@@ -155,13 +156,14 @@ def foreign_key(profile: Profile, role: str = "primary") -> KeyProfile:
 
 
 def other_key(profile: Profile, role: str, scope: str = "images:generate") -> KeyProfile:
-    """A usable key other than *role* that holds *scope* and has a signing secret;
-    preferably of the same account (so "distinct per key" is not "per account")."""
+    """A usable key other than *role*, none a chain exhausts, that holds *scope* and has
+    a signing secret; preferably of the same account (so "distinct per key" is not "per
+    account")."""
     this = profile.key(role)
     candidates = [
         key
         for key in profile.keys_with_scope(scope)
-        if key.role not in (role, "low-limit") and key.signing_secret is not None
+        if key.role != role and key.role not in CHAIN_ROLES and key.signing_secret is not None
     ]
     candidates.sort(key=lambda key: key.account != this.account)
     if not candidates:

@@ -39,6 +39,12 @@ from conformance.target.profile_schema import profile_schema, schema_problems
 from conformance.target.wire import RateProfile, WireProfile
 
 __all__ = [
+    "CHAIN_ROLES",
+    "LOW_DAILY_ROLE",
+    "LOW_LIMIT_CREDITS_ROLE",
+    "LOW_LIMIT_ROLE",
+    "LOW_LIMIT_SECOND_ROLE",
+    "LOW_LIMIT_WINDOW_ROLE",
     "SCOPES",
     "BudgetsProfile",
     "CapabilityMissing",
@@ -65,6 +71,36 @@ SCOPES: Final = (
     "videos:generate",
     "audio:generate",
     "agent:run",
+)
+
+
+# -- the key roles of the low tiers, which the rate and credit chains exhaust ---------
+
+#: A key of a low tier (the rate checks exhaust its minute).
+LOW_LIMIT_ROLE: Final = "low-limit"
+#: Another key of the low-limit account (spec §8: the per-minute limit is per API key).
+LOW_LIMIT_SECOND_ROLE: Final = "low-limit-second"
+#: Optional: a key of another account on a low tier for the rolling-window check alone
+#: (else ``low-limit``).
+LOW_LIMIT_WINDOW_ROLE: Final = "low-limit-window"
+#: Optional: a key of another account on a low tier for the credit and concurrency checks
+#: alone (else ``low-limit``): its window, in-flight generations and daily credits are
+#: theirs while the per-minute checks use another account's key.
+LOW_LIMIT_CREDITS_ROLE: Final = "low-limit-credits"
+#: A key whose tier has a small requests_per_day under a large requests_per_minute: the
+#: day's limit is reached in a few seconds, and never mistaken for the minute's.
+LOW_DAILY_ROLE: Final = "low-daily"
+#: The keys the chains exhaust (``conformance/checks/low_limit.py``): no other check may
+#: send with them (a request of another check would join a window a chain is measuring,
+#: or meet a limit a chain has spent).
+CHAIN_ROLES: Final = frozenset(
+    {
+        LOW_LIMIT_ROLE,
+        LOW_LIMIT_SECOND_ROLE,
+        LOW_LIMIT_WINDOW_ROLE,
+        LOW_LIMIT_CREDITS_ROLE,
+        LOW_DAILY_ROLE,
+    }
 )
 
 

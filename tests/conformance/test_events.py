@@ -14,6 +14,7 @@ from conformance.observe.events import (
     CANCELLED,
     EventLab,
     Scenario,
+    foreign_key,
     other_key,
     signing_secret,
     target_body,
@@ -81,6 +82,28 @@ def test_other_key_prefers_the_same_account(profile: Profile) -> None:
     lonely = parse_profile(PROFILE.split("[keys.sibling]")[0], env={})
     with pytest.raises(CapabilityMissing, match="a second key"):
         other_key(lonely, "primary")
+
+
+_CHAIN_KEYS = """
+[keys.low-limit-window]
+key = "gk_EVENTScanary0lowlimit0key000005"
+account = "low"
+scopes = ["images:generate"]
+signing_secret = "psk_EVENTScanary0lowlimit0signin05"
+"""
+
+
+def test_keys_a_chain_exhausts_are_never_lent_to_other_checks() -> None:
+    """A low-limit-window key declared first, of its own account and signed, is never the
+    other or the foreign key: its chain measures every request sent with it."""
+    head, keys = PROFILE.split("[keys.primary]")
+    chained = parse_profile(head + _CHAIN_KEYS + "[keys.primary]" + keys, env={})
+    assert foreign_key(chained).role == "foreign"
+    alone = parse_profile(
+        head + _CHAIN_KEYS + "[keys.primary]" + keys.split("[keys.sibling]")[0], env={}
+    )
+    with pytest.raises(CapabilityMissing):
+        other_key(alone, "primary")
 
 
 class FakeService:
