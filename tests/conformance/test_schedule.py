@@ -178,8 +178,10 @@ def test_a_chain_at_its_last_checks_is_shut_down_when_free_workers_can_take_the_
             break
         _step(scheduler, ready[0])
     assert len(scheduler.workqueue) == 1
-    for _ in range(2):  # the chain down to its last two checks: it asks for its next
+    for _ in range(2):  # two checks left: a chain does not ask for its next yet
         _step(scheduler, chain_node)
+    assert not chain_node.shutting_down and len(chain_node.queue) == 4
+    _step(scheduler, chain_node)  # its last check: now it asks
     assert chain_node.shutting_down, "no module queued behind the chain's end"
     assert all(WITH_CHAINS[i].startswith(MINUTE) for i in chain_node.queue)
     assert len(scheduler.workqueue) == 1, "the module left is for a free worker"

@@ -11,10 +11,11 @@ the rate limits), so a worker runs it alone, in file order; the modules of
 the other workers meanwhile; one worker at least is always left to them (with
 ``--workers 2`` one runs the chains, one the rest). A worker starts a check only once it
 knows the next one (or that none follows), so a worker whose chain is down to its last
-checks must be given a module, which then waits behind the chain's end, or be shut down:
+check must be given a module, which then waits behind the chain's end, or be shut down:
 it is given the smallest module left while more modules are left than workers free of
 chains to take them, and is shut down otherwise (a module queued behind a 60 s chain's
-last check would end the run that much later).
+last check would end the run that much later). It asks at its last check, not with two
+left as xdist's workers do, so that this is decided as late as it can be.
 
 The run-wide check of GEN-CONSIST-01 (:data:`~.channels.LAST_MODULE`) is held back until
 every other module's checks have ended on every worker (:mod:`.channels` says why),
@@ -129,7 +130,12 @@ def run_scheduling() -> type[Any]:
             self._release()
 
         def _reschedule(self, node: Any) -> None:
-            super()._reschedule(node)
+            # xdist asks for more with two checks left; a chain asks at its last only, so
+            # that what follows it is decided as late as it can be (by then the free
+            # workers can often take every module left, and the chain's is shut down).
+            pending = self._pending_of(self.assigned_work.get(node, {}))
+            if not (self.workqueue and self._in_chain(node) and pending > 1):
+                super()._reschedule(node)
             self._release()
 
         def _release(self) -> None:
