@@ -80,7 +80,7 @@ def test_timed_out_attempt_recorded_with_status_0_and_timeout_error(
     lab: Chains, profile: Profile
 ) -> None:
     """A timed-out attempt is recorded with status 0, an error naming the timeout and
-    ms of at least 10000."""
+    ms of at least 10000 (less the profile's timing tolerance)."""
     chain = lab["silent"]
     chain.wait_for(1, "a first attempt")
     record = lab.record(
@@ -95,15 +95,20 @@ def test_timed_out_attempt_recorded_with_status_0_and_timeout_error(
         f"{json.dumps(record)[:300]} {chain.describe()}"
     )
     error, status, ms = first.get("error"), first.get("status"), first.get("ms")
+    # About the 10 s it waited: an implementation's clock for ms need not be the one of
+    # its timer, and an integer of ms may be cut down (the loaded soak saw 9999), so the
+    # profile's timing tolerance applies as to every timed value.
+    least = (TIMEOUT - profile.timing.tolerance_seconds) * 1000
     assert (
         status == 0
         and isinstance(error, str)
         and _NAMES_TIMEOUT.search(error)
         and isinstance(ms, int)
-        and ms >= TIMEOUT * 1000
+        and ms >= least
     ), (
-        f"REC-ATTEMPT-08: expected status 0, an error naming the timeout and ms >= "
-        f"{TIMEOUT * 1000:g}, saw status {status!r}, error {error!r}, ms {ms!r}"
+        f"REC-ATTEMPT-08: expected status 0, an error naming the timeout and ms of about "
+        f"{TIMEOUT * 1000:g} (at least {least:g}), saw status {status!r}, error {error!r}, "
+        f"ms {ms!r}"
     )
 
 
