@@ -45,6 +45,7 @@ import httpx
 import pytest
 
 from conformance.judge.asserts import describe, generation_id_of, is_json_integer, json_object
+from conformance.observe.events import target_body
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
 from conformance.target.client import ApiClient, Recorder
@@ -84,7 +85,6 @@ __all__ = [
     "hold_chain",
     "rate_request_words",
     "spread_over_half_minute",
-    "submit_body",
     "wait_finished",
 ]
 
@@ -190,7 +190,7 @@ class Chain:
     ) -> httpx.Response:
         """A submit (an image, or to *path*) on the chain's key with an inline target at
         *endpoint*."""
-        body = submit_body(endpoint, prompt)
+        body = {"prompt": prompt, **target_body("webhook.url", endpoint.url)}
         return api.request("POST", path, role=self.role, json=body, patient=False)
 
     def open_window(
@@ -281,11 +281,6 @@ def _checked_tier(response: httpx.Response, role: str) -> dict[str, Any]:
 
 
 # -- set-up shared by the chains -------------------------------------------------------------
-
-
-def submit_body(endpoint: Endpoint, prompt: str = SUBMIT_PROMPT) -> dict[str, Any]:
-    """A minimal image submit with an inline target on the receiver (spec §4)."""
-    return {"prompt": prompt, "webhook": {"url": endpoint.url}}
 
 
 def accepted_id(response: httpx.Response, what: str) -> str:
