@@ -23,10 +23,11 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
-__all__ = ["IDLE_SECONDS", "enable_stamps", "first_byte_at"]
+__all__ = ["IDLE_SECONDS", "enable_stamps", "first_byte_at", "non_blocking"]
 
 #: Linux's value; Python's socket module does not export the name.
 SO_TIMESTAMPNS: Final = int(getattr(socket, "SO_TIMESTAMPNS", 35))
@@ -49,6 +50,19 @@ def enable_stamps(connection: socket.socket) -> bool:
     except (OSError, AttributeError):
         return False
     return True
+
+
+@contextmanager
+def non_blocking(connection: socket.socket) -> Iterator[None]:
+    """*connection* without its timeout for a moment: a socket with a timeout waits that
+    long before it even tries a read (``MSG_DONTWAIT`` or not), so a look at what is
+    already there must switch it off, and put it back."""
+    timeout = connection.gettimeout()
+    connection.settimeout(0.0)
+    try:
+        yield
+    finally:
+        connection.settimeout(timeout)
 
 
 class _NothingYet:
@@ -86,19 +100,15 @@ def first_byte_at(connection: socket.socket, read_ahead: Callable[[], bool]) -> 
 
 def _peek_stamp(connection: socket.socket) -> float | _NothingYet | None:
     """The stamp of the first byte waiting on *connection*, without blocking or reading."""
-    timeout = connection.gettimeout()
-    # A socket with a timeout waits that long before it even tries (MSG_DONTWAIT or not).
-    connection.settimeout(0.0)
     try:
-        data, ancillary, _flags, _address = connection.recvmsg(
-            1, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_PEEK
-        )
+        with non_blocking(connection):
+            data, ancillary, _flags, _address = connection.recvmsg(
+                1, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_PEEK
+            )
     except BlockingIOError:
         return _NOTHING_YET
     except (OSError, NotImplementedError, AttributeError):  # TLS, closed, no recvmsg
         return None
-    finally:
-        connection.settimeout(timeout)
     if not data:
         return None  # the peer closed the connection
     for level, kind, payload in ancillary:

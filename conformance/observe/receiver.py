@@ -47,7 +47,7 @@ from werkzeug import Request, Response
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.serving import WSGIRequestHandler
 
-from conformance.observe.arrival import enable_stamps, first_byte_at
+from conformance.observe.arrival import enable_stamps, first_byte_at, non_blocking
 from conformance.observe.canary import Canary, CanaryHit, CanaryView
 from conformance.target.profile import ReceiverProfile
 from conformance.target.wire import WireProfile
@@ -296,14 +296,11 @@ class _StampingHandler(WSGIRequestHandler):
     def _read_ahead(self) -> bool:
         """Whether the reader already holds bytes (asked when the socket holds none): a
         non-blocking peek returns only what is buffered."""
-        timeout = self.connection.gettimeout()
-        self.connection.settimeout(0.0)
         try:
-            return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
+            with non_blocking(self.connection):
+                return bool(self.rfile.peek(1))  # type: ignore[attr-defined]
         except OSError:
             return False
-        finally:
-            self.connection.settimeout(timeout)
 
     def make_environ(self) -> dict[str, Any]:
         environ = super().make_environ()
