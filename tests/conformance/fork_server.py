@@ -23,6 +23,7 @@ thread and waits for each with a deadline, killing the run's process group if it
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -134,10 +135,29 @@ def _say(message: Mapping[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _warm() -> None:
+    """Compute once, before any fork, what every run computes alike and its modules cache:
+    the catalog (parsed, validated against its schema and the spec's text) and which ids
+    each check module may cite (a syntax tree read per module). Measured: 0.8 s of CPU a
+    run. The objects are then frozen out of the collector's reach: the children's
+    collections (pytest runs two at its end) no longer walk them, nor write to their pages.
+    """
+    from conformance.catalog import load_catalog
+    from conformance.run.plugin.citations import OWN_CHECKS
+    from conformance.run.plugin.preselect import source_citations
+
+    ids = load_catalog().ids
+    for path in sorted(OWN_CHECKS.glob("test_*.py")):
+        source_citations(path, ids)
+    gc.collect()
+    gc.freeze()
+
+
 def serve() -> None:
     """The server's loop: fork a child per request line, report starts and ends."""
     for name in PRELOADED:
         importlib.import_module(name)
+    _warm()
     # The run's module itself is executed anew as __main__ in each child, as python -m
     # does; left imported, runpy would warn that it was found in sys.modules.
     for name in [name for name in sys.modules if name in _RUN_MODULES]:
