@@ -39,6 +39,13 @@ class Exchange:
     error: str | None = None
     started_at: float = 0.0  # wall-clock time.time() when the request was sent
 
+    @property
+    def answered_at(self) -> float:
+        """Wall-clock time when the answer (or the error) came: the latest moment the
+        target can have stamped the request, whenever between its first byte and its
+        answer it does."""
+        return self.started_at + self.elapsed_ms / 1000
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the JSON and HTML reports."""
         data = asdict(self)

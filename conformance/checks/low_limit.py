@@ -101,19 +101,22 @@ def _lease_of(role: str) -> str:
 
 
 class Chain:
-    """What one chain knows of its key: the send times of the requests on it (wall clock:
+    """What one chain knows of its key: when each request on it was answered (wall clock:
     its rolling window, those of earlier holders included), its tier record, and the runs
     up to a 429 that several checks examine (each sent once).
 
-    Each check's exchanges are added when it ends (:meth:`track`, by the module's autouse
-    fixture); :meth:`make_room` also counts the running check's own. Every request is
-    counted, a refused one too: that can only make a wait longer than needed, never too
-    short.
+    A request enters the target's window when the target stamps it, somewhere between its
+    first byte and its answer; on a loaded machine that is seconds after the suite sent
+    it. The answer's time is the latest the stamp can be, so a wait counted from it is
+    never too short. Each check's exchanges are added when it ends (:meth:`track`, by the
+    module's autouse fixture); :meth:`make_room` also counts the running check's own.
+    Every request is counted, a refused one too: that can only make a wait longer than
+    needed, never too short.
     """
 
-    def __init__(self, role: str, sent: list[float]) -> None:
+    def __init__(self, role: str, answered: list[float]) -> None:
         self.role = role
-        self.sent = sent
+        self.answered = answered
         self.tier: dict[str, Any] | None = None
         self.rate_run: RateRun | None = None
         self.day_run: DayRun | None = None
@@ -135,20 +138,20 @@ class Chain:
 
     def track(self, recorder: Recorder) -> None:
         """Add a finished check's requests to the key's window."""
-        self.sent.extend(exchange.started_at for exchange in recorder.exchanges)
+        self.answered.extend(exchange.answered_at for exchange in recorder.exchanges)
 
     def recent(self) -> list[float]:
-        """The send times that may still be in the window (what the next holder needs)."""
+        """The answer times that may still be in the window (what the next holder needs)."""
         horizon = time.time() - 2 * WINDOW_SECONDS
-        return sorted(t for t in self.sent if t > horizon)
+        return sorted(t for t in self.answered if t > horizon)
 
     def make_room(self, recorder: Recorder, count: int | None, profile: Profile) -> None:
         """Wait until *count* more requests fit in the rolling minute (None: until the
         window holds none of ours)."""
         span = WINDOW_SECONDS + profile.timing.tolerance_seconds
-        sent = sorted([*self.sent, *(e.started_at for e in recorder.exchanges)])
+        answered = sorted([*self.answered, *(e.answered_at for e in recorder.exchanges)])
         now = time.time()
-        recent = [t for t in sent if t > now - span]
+        recent = [t for t in answered if t > now - span]
         if not recent:
             return
         if count is None or self.tier is None:
@@ -238,12 +241,12 @@ def hold_chain(
     lease = _lease_of(held)
     names = (lease, CLOCK_LEASE) if clock else (lease,)
     with leases.hold(*names, wait_seconds=profile.timing.run_ceiling_seconds) as states:
-        chain = Chain(held, [float(t) for t in states[lease].get("sent", [])])
+        chain = Chain(held, [float(t) for t in states[lease].get("answered", [])])
         chain.clock = states.get(CLOCK_LEASE)
         try:
             yield chain
         finally:
-            states[lease]["sent"] = chain.recent()
+            states[lease]["answered"] = chain.recent()
 
 
 def chain_fixtures(role: str, *, fallback: str | None = ROLE, clock: bool = False) -> Any:
