@@ -31,6 +31,7 @@ __all__ = [
     "create_key",
     "credit_day",
     "hash_password",
+    "stored_password",
     "key_detail",
     "key_view",
     "list_keys",
@@ -79,6 +80,8 @@ _LOCAL_UTC_OFFSET_S = 5.5 * 3600
 #: Spec §2 and §8: active keys per account.
 MAX_ACTIVE_KEYS = 10
 _PBKDF2_ROUNDS = 60_000
+#: The stored password of an account nobody signs in to: no hash, so no password matches.
+NO_PASSWORD = "!"
 #: Only with fault KEY_SHOWN_AGAIN: key values kept in memory so the detail view can
 #: repeat them (honest mode never keeps a key value anywhere).
 _FAULT_KEPT_VALUES: dict[str, str] = {}
@@ -103,8 +106,14 @@ def hash_password(password: str) -> str:
     return f"pbkdf2${_PBKDF2_ROUNDS}${salt}${digest.hex()}"
 
 
+def stored_password(password: str | None) -> str:
+    """What the store keeps of *password*: its hash, or :data:`NO_PASSWORD` for none."""
+    return NO_PASSWORD if password is None else hash_password(password)
+
+
 def check_password(password: str, stored: str) -> bool:
-    """Constant-time comparison of ``password`` with a :func:`hash_password` value."""
+    """Constant-time comparison of ``password`` with a :func:`hash_password` value (an
+    account with :data:`NO_PASSWORD` matches none)."""
     try:
         _, rounds, salt, expected = stored.split("$")
         digest = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(rounds))
@@ -114,14 +123,14 @@ def check_password(password: str, stored: str) -> bool:
 
 
 def create_account(
-    conn: sqlite3.Connection, *, name: str, email: str, password: str, tier: str
+    conn: sqlite3.Connection, *, name: str, email: str, password: str | None, tier: str
 ) -> str:
-    """Insert an account; returns its id."""
+    """Insert an account (with no *password*: one nobody can sign in with); returns its id."""
     account_id = "acct_" + secrets.token_hex(8)
     conn.execute(
         "INSERT INTO accounts (id, name, email, password_hash, tier, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        (account_id, name, email, hash_password(password), tier, now_iso()),
+        (account_id, name, email, stored_password(password), tier, now_iso()),
     )
     return account_id
 

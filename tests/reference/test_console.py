@@ -28,6 +28,9 @@ def test_login_gives_a_working_session(reference_server: RunningReference) -> No
     [
         pytest.param({"email": "primary@reference.invalid", "password": "wrong"}, id="wrong-pw"),
         pytest.param({"email": "nobody@reference.invalid", "password": "x"}, id="no-account"),
+        # Accounts the profile does not sign in to have no password: none opens them.
+        pytest.param({"email": "low-limit@reference.invalid", "password": "!"}, id="no-pw-mark"),
+        pytest.param({"email": "low-limit@reference.invalid", "password": ""}, id="no-pw-empty"),
     ],
 )
 def test_login_with_bad_credentials_is_401(
