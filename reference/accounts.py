@@ -31,12 +31,12 @@ __all__ = [
     "create_key",
     "credit_day",
     "hash_password",
-    "stored_password",
     "key_detail",
     "key_view",
     "list_keys",
     "now_iso",
     "revoke_key",
+    "stored_password",
     "validate_scopes",
 ]
 
@@ -81,7 +81,7 @@ _LOCAL_UTC_OFFSET_S = 5.5 * 3600
 MAX_ACTIVE_KEYS = 10
 _PBKDF2_ROUNDS = 60_000
 #: The stored password of an account nobody signs in to: no hash, so no password matches.
-NO_PASSWORD = "!"
+UNUSABLE_HASH = "!"
 #: Only with fault KEY_SHOWN_AGAIN: key values kept in memory so the detail view can
 #: repeat them (honest mode never keeps a key value anywhere).
 _FAULT_KEPT_VALUES: dict[str, str] = {}
@@ -107,13 +107,13 @@ def hash_password(password: str) -> str:
 
 
 def stored_password(password: str | None) -> str:
-    """What the store keeps of *password*: its hash, or :data:`NO_PASSWORD` for none."""
-    return NO_PASSWORD if password is None else hash_password(password)
+    """What the store keeps of *password*: its hash, or :data:`UNUSABLE_HASH` for none."""
+    return UNUSABLE_HASH if password is None else hash_password(password)
 
 
 def check_password(password: str, stored: str) -> bool:
     """Constant-time comparison of ``password`` with a :func:`hash_password` value (an
-    account with :data:`NO_PASSWORD` matches none)."""
+    account with :data:`UNUSABLE_HASH` matches none)."""
     try:
         _, rounds, salt, expected = stored.split("$")
         digest = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), int(rounds))
