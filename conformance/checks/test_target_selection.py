@@ -35,6 +35,8 @@ from conformance.target.webhooks import RegisteredWebhook, delete_webhook, regis
 
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
 UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
+#: A submit bound by webhook.id to a webhook that was never registered.
+UNKNOWN_ID_BODY: Final = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
 #: A callback target every implementation must refuse (spec §4: "Loopback, private ranges
 #: and link-local addresses ... are rejected"): a fixture vector whose own requirement is a
 #: MUST, so that a MUST of target selection never rests on an interpretation of the URL
@@ -141,6 +143,16 @@ def webhooks(api: ApiClient) -> Iterator[Callable[..., RegisteredWebhook]]:
     yield register
     for webhook in made:
         delete_webhook(api, webhook)
+
+
+@pytest.fixture
+def foreign_id_body(
+    endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+) -> dict[str, Any]:
+    """A submit bound by webhook.id to another account's webhook (registered for the
+    check's endpoint, where nothing may arrive)."""
+    foreign = webhooks(endpoint.url, session="second")
+    return {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
 
 
 # -- rule 1: resolution order ------------------------------------------------------------
@@ -263,38 +275,33 @@ def test_target_invalid_losing_callback_url_answered_400(
 @pytest.mark.requirement("TARGET-ID-01")
 def test_target_unknown_webhook_id_answered_404(api: ApiClient) -> None:
     """A submit whose webhook.id names no registered webhook is answered 404."""
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
-    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=UNKNOWN_ID_BODY), 404)
 
 
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-ID-02")
 def test_target_foreign_webhook_id_answered_404(
-    api: ApiClient, endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+    api: ApiClient, endpoint: Endpoint, foreign_id_body: dict[str, Any]
 ) -> None:
     """A submit whose webhook.id is another account's registered webhook is answered 404."""
-    foreign = webhooks(endpoint.url, session="second")
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
-    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=foreign_id_body), 404)
     endpoint.assert_quiet(QUIET_SECONDS)
 
 
 @pytest.mark.requirement("TARGET-ID-03")
 def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient) -> None:
     """A submit refused for an unknown webhook id spends no credits."""
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
-    _assert_refused_spending_nothing(api, body, "TARGET-ID-03", "an unknown webhook id")
+    _assert_refused_spending_nothing(api, UNKNOWN_ID_BODY, "TARGET-ID-03", "an unknown webhook id")
 
 
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-ID-03")
 def test_target_foreign_webhook_id_spends_no_credits(
-    api: ApiClient, endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+    api: ApiClient, foreign_id_body: dict[str, Any]
 ) -> None:
     """A submit refused for another account's webhook id spends no credits."""
-    foreign = webhooks(endpoint.url, session="second")
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
-    _assert_refused_spending_nothing(api, body, "TARGET-ID-03", "another account's webhook id")
+    what = "another account's webhook id"
+    _assert_refused_spending_nothing(api, foreign_id_body, "TARGET-ID-03", what)
 
 
 # -- rule 4: a callback target failing validation -----------------------------------------
