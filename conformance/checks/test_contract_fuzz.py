@@ -107,14 +107,13 @@ def _draw(
     mode: Mode,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
-    max_examples: int = MAX_EXAMPLES,
 ) -> list[FuzzCase]:
     return draw_cases(
         schema,
         operation.method,
         operation.path,
         mode=mode,
-        max_examples=max_examples,
+        max_examples=MAX_EXAMPLES,
         safe_urls=safe_urls,
         path_parameters=path_parameters,
     )
@@ -125,7 +124,6 @@ def _invalid(
     operation: Operation,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
-    max_examples: int = MAX_EXAMPLES,
 ) -> list[FuzzCase]:
     """Invalid requests: the coverage phase's systematic ones, then drawn ones."""
     systematic = coverage_cases(
@@ -137,9 +135,7 @@ def _invalid(
         path_parameters=path_parameters,
         limit=MAX_COVERAGE,
     )
-    return systematic + _draw(
-        schema, operation, "negative", safe_urls, path_parameters, max_examples
-    )
+    return systematic + _draw(schema, operation, "negative", safe_urls, path_parameters)
 
 
 @pytest.mark.requirement("GEN-ID-01")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 import pytest
 
@@ -100,17 +100,37 @@ def test_concurrency_submit_beyond_limit_is_refused(
     )
 
 
+def _used_around(
+    api: ApiClient,
+    chain: Chain,
+    endpoint: Endpoint,
+    profile: Profile,
+    recorder: Recorder,
+    outcome: Literal["completed", "failed"],
+) -> tuple[int, int]:
+    """Credits used today before the submit of a generation meant to end *outcome*, and
+    after it finished: re-read (:func:`credits_settled`) until they rose (completed) or
+    came back (failed), within the timing tolerance."""
+    chain.read_tier(api)
+    chain.make_room(recorder, 2 + REFUND_READS, profile)
+    day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
+    sandbox = "" if outcome == "completed" else " with the sandbox fail prompt"
+    response = chain.submit(api, endpoint, outcome_prompt(profile, outcome))
+    accepted_id(response, f"POST {IMAGES_PATH}{sandbox}")
+    wait_finished(endpoint, 1, profile)
+
+    def settled(used: int) -> bool:
+        return used > before if outcome == "completed" else used <= before
+
+    return before, credits_settled(chain, api, profile, settled, day=day)
+
+
 @pytest.mark.requirement("CREDIT-SPEND-01")
 def test_credits_completed_generation_increases_credits_used(
     api: ApiClient, chain: Chain, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
     """A completed generation raises the account's credits used today."""
-    chain.read_tier(api)
-    chain.make_room(recorder, 2 + REFUND_READS, profile)
-    day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
-    accepted_id(chain.submit(api, endpoint), f"POST {IMAGES_PATH}")
-    wait_finished(endpoint, 1, profile)
-    after = credits_settled(chain, api, profile, lambda used: used > before, day=day)
+    before, after = _used_around(api, chain, endpoint, profile, recorder, "completed")
     assert after > before, (
         f"CREDIT-SPEND-01: expected credits used today to rise after a completed "
         f"generation; saw {before} before the submit and {after} after it completed"
@@ -123,13 +143,7 @@ def test_credits_failed_generation_is_refunded(
     api: ApiClient, chain: Chain, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
     """A failed generation gives its credits back: credits used today return to before."""
-    chain.read_tier(api)
-    chain.make_room(recorder, 2 + REFUND_READS, profile)
-    day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
-    response = chain.submit(api, endpoint, outcome_prompt(profile, "failed"))
-    accepted_id(response, f"POST {IMAGES_PATH} with the sandbox fail prompt")
-    wait_finished(endpoint, 1, profile)
-    after = credits_settled(chain, api, profile, lambda used: used <= before, day=day)
+    before, after = _used_around(api, chain, endpoint, profile, recorder, "failed")
     assert after <= before, (
         f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
         f"generation, saw {after}"
@@ -199,7 +213,7 @@ def test_credit_cap_refused_submit_spends_no_credits(
     api: ApiClient,
     cap_run: CapRun,
     chain: Chain,
-    make_endpoint: Callable[..., Endpoint],
+    endpoint: Endpoint,
     profile: Profile,
     recorder: Recorder,
 ) -> None:
@@ -207,7 +221,7 @@ def test_credit_cap_refused_submit_spends_no_credits(
     examined_429(cap_run)
     chain.make_room(recorder, 3, profile)
     before = credits_used_today(api, chain.role)
-    response = chain.submit(api, make_endpoint())
+    response = chain.submit(api, endpoint)
     if response.status_code != 429:
         raise SetupFailed(
             f"setup: a submit after the credit cap was reached answered {describe(response)}, "

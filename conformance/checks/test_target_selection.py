@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import httpx
 import pytest
 
 from conformance.findings import fail
@@ -36,6 +35,8 @@ from conformance.target.webhooks import RegisteredWebhook, delete_webhook, regis
 
 #: A webhook id no implementation has issued (spec §4 rule 3: unknown id → 404).
 UNKNOWN_WEBHOOK_ID: Final = "wh_conformance_never_issued_0000"
+#: A submit bound by webhook.id to a webhook that was never registered.
+UNKNOWN_ID_BODY: Final = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
 #: A callback target every implementation must refuse (spec §4: "Loopback, private ranges
 #: and link-local addresses ... are rejected"): a fixture vector whose own requirement is a
 #: MUST, so that a MUST of target selection never rests on an interpretation of the URL
@@ -103,30 +104,25 @@ def _bound_to_both(
     return inline, callback
 
 
-def _assert_no_credits_spent(
-    api: ApiClient,
-    profile: Profile,
-    send: Callable[[], httpx.Response],
-    requirement_id: str,
-    *,
-    role: str = "primary",
-) -> httpx.Response:
-    """Send the refused submit between two usage readings; credits must not move.
+def _assert_refused_spending_nothing(
+    api: ApiClient, body: dict[str, Any], requirement_id: str, why: str
+) -> None:
+    """The image submit *body* is refused (for *why*) and spends no credits: it is sent
+    between two usage readings, which must not move.
 
     Other checks may spend on the same account meanwhile, so a reading that moved is
     repeated (up to CREDIT_TRIALS); an implementation that spends on every refused submit
     moves every time. A decrease is another generation's refund, never our spending.
     """
     moves: list[int] = []
-    response: httpx.Response | None = None
     for _ in range(CREDIT_TRIALS):
-        before = credits_used_today(api, role)
-        response = send()
-        after = credits_used_today(api, role)
+        before = credits_used_today(api)
+        response = api.request("POST", IMAGES_PATH, json=body)
+        after = credits_used_today(api)
         if after <= before:
-            return response
+            assert_refused(response, why)
+            return
         moves.append(after - before)
-    assert response is not None
     raise AssertionError(
         f"{requirement_id}: expected no credits spent by a refused submit "
         f"({describe(response)}); credits used today rose by {moves} across "
@@ -147,6 +143,16 @@ def webhooks(api: ApiClient) -> Iterator[Callable[..., RegisteredWebhook]]:
     yield register
     for webhook in made:
         delete_webhook(api, webhook)
+
+
+@pytest.fixture
+def foreign_id_body(
+    endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+) -> dict[str, Any]:
+    """A submit bound by webhook.id to another account's webhook (registered for the
+    check's endpoint, where nothing may arrive)."""
+    foreign = webhooks(endpoint.url, session="second")
+    return {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
 
 
 # -- rule 1: resolution order ------------------------------------------------------------
@@ -269,47 +275,33 @@ def test_target_invalid_losing_callback_url_answered_400(
 @pytest.mark.requirement("TARGET-ID-01")
 def test_target_unknown_webhook_id_answered_404(api: ApiClient) -> None:
     """A submit whose webhook.id names no registered webhook is answered 404."""
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
-    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=UNKNOWN_ID_BODY), 404)
 
 
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-ID-02")
 def test_target_foreign_webhook_id_answered_404(
-    api: ApiClient, endpoint: Endpoint, webhooks: Callable[..., RegisteredWebhook]
+    api: ApiClient, endpoint: Endpoint, foreign_id_body: dict[str, Any]
 ) -> None:
     """A submit whose webhook.id is another account's registered webhook is answered 404."""
-    foreign = webhooks(endpoint.url, session="second")
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
-    assert_status(api.request("POST", IMAGES_PATH, json=body), 404)
+    assert_status(api.request("POST", IMAGES_PATH, json=foreign_id_body), 404)
     endpoint.assert_quiet(QUIET_SECONDS)
 
 
 @pytest.mark.requirement("TARGET-ID-03")
-def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient, profile: Profile) -> None:
+def test_target_unknown_webhook_id_spends_no_credits(api: ApiClient) -> None:
     """A submit refused for an unknown webhook id spends no credits."""
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": UNKNOWN_WEBHOOK_ID}}
-    response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-ID-03"
-    )
-    assert_refused(response, "an unknown webhook id")
+    _assert_refused_spending_nothing(api, UNKNOWN_ID_BODY, "TARGET-ID-03", "an unknown webhook id")
 
 
 @pytest.mark.console
 @pytest.mark.requirement("TARGET-ID-03")
 def test_target_foreign_webhook_id_spends_no_credits(
-    api: ApiClient,
-    profile: Profile,
-    endpoint: Endpoint,
-    webhooks: Callable[..., RegisteredWebhook],
+    api: ApiClient, foreign_id_body: dict[str, Any]
 ) -> None:
     """A submit refused for another account's webhook id spends no credits."""
-    foreign = webhooks(endpoint.url, session="second")
-    body = {"prompt": SUBMIT_PROMPT, "webhook": {"id": foreign.id}}
-    response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-ID-03"
-    )
-    assert_refused(response, "another account's webhook id")
+    what = "another account's webhook id"
+    _assert_refused_spending_nothing(api, foreign_id_body, "TARGET-ID-03", what)
 
 
 # -- rule 4: a callback target failing validation -----------------------------------------
@@ -326,14 +318,11 @@ def test_target_invalid_callback_target_answered_400(api: ApiClient, field: Targ
 @pytest.mark.parametrize("field", ["callback_url", "webhook.url"])
 @pytest.mark.requirement("TARGET-URL-02")
 def test_target_invalid_callback_target_spends_no_credits(
-    api: ApiClient, profile: Profile, field: TargetKind
+    api: ApiClient, field: TargetKind
 ) -> None:
     """A submit refused for a callback target failing validation spends no credits."""
     body: dict[str, Any] = {"prompt": SUBMIT_PROMPT, **target_body(field, BAD_CALLBACK)}
-    response = _assert_no_credits_spent(
-        api, profile, lambda: api.request("POST", IMAGES_PATH, json=body), "TARGET-URL-02"
-    )
-    assert_refused(response, f"an invalid {field}")
+    _assert_refused_spending_nothing(api, body, "TARGET-URL-02", f"an invalid {field}")
 
 
 @pytest.mark.requirement("TARGET-URL-03")

@@ -18,7 +18,9 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Self
+
+from conformance.observe.serving import Serving
 
 __all__ = ["Canary", "CanaryHit", "CanaryView"]
 
@@ -146,7 +148,7 @@ class _Listener:
             self._readers.release()
 
 
-class Canary:
+class Canary(Serving):
     """Listeners that must never be reached; :attr:`hits` must stay empty.
 
     * ``dual-stack``: ``[::]`` with IPV6_V6ONLY off, on its own port, so 127.0.0.2,
@@ -164,7 +166,7 @@ class Canary:
         self._rebind_port = rebind_port
         self.dual_stack_v6 = True
 
-    def start(self) -> Canary:
+    def start(self) -> Self:
         try:
             sock = _bound(socket.AF_INET6, ("::", 0), dual_stack=True)
         except OSError:
@@ -189,12 +191,6 @@ class Canary:
             listener.sock.close()
         for listener in self._listeners:
             listener.thread.join(timeout=5)
-
-    def __enter__(self) -> Canary:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     @property
     def port(self) -> int:

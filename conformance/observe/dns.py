@@ -53,9 +53,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Self
 
 from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
+
+from conformance.observe.serving import Serving
 
 __all__ = [
     "DEFAULT_DOMAIN",
@@ -220,7 +222,7 @@ class _Zone:
         return (self.directory / name).open("a+b")
 
 
-class DnsServer:
+class DnsServer(Serving):
     """The run's DNS server for *domain* on UDP *host*:*port* (0: a free port).
 
     An instance either serves (it holds the socket and answers) or is attached to the
@@ -264,7 +266,7 @@ class DnsServer:
                 self._zone = _Zone(self._zone_arg)
         return self._zone
 
-    def start(self) -> DnsServer:
+    def start(self) -> Self:
         """Serve the zone from this process; :class:`DnsBusy` if another process does,
         :class:`OSError` if the port is taken."""
         zone = self._open_zone()
@@ -366,12 +368,6 @@ class DnsServer:
             self._tempdir.cleanup()
             self._tempdir = None
             self._zone = None
-
-    def __enter__(self) -> DnsServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     @property
     def address(self) -> tuple[str, int]:

@@ -38,7 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -49,6 +49,7 @@ from werkzeug.serving import WSGIRequestHandler
 
 from conformance.observe.arrival import enable_stamps, first_byte_at, non_blocking
 from conformance.observe.canary import Canary, CanaryHit, CanaryView
+from conformance.observe.serving import Serving
 from conformance.target.profile import ReceiverProfile
 from conformance.target.wire import WireProfile
 
@@ -333,7 +334,7 @@ class _Server(HTTPServer):
         return self._dispatch_to(request)
 
 
-class Receiver:
+class Receiver(Serving):
     """The run's webhook receiver, bound as the profile's ``[receiver]`` says; deliveries
     read their headers under the profile's ``[wire]`` brand word."""
 
@@ -359,7 +360,7 @@ class Receiver:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> Receiver:
+    def start(self) -> Self:
         # werkzeug logs one line per request to stderr; the captures are the record.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
         try:
@@ -376,12 +377,6 @@ class Receiver:
         self._stopping.set()  # wakes delayed replies
         if self._server.is_running():
             self._server.stop()
-
-    def __enter__(self) -> Receiver:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     @property
     def host(self) -> str:

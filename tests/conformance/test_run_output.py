@@ -62,20 +62,24 @@ def test_fails():
 )
 
 
-def _run(pytester: pytest.Pytester, source: str) -> tuple[Path, pytest.RunResult]:
+def _run(pytester: pytest.Pytester, source: str, exit_code: pytest.ExitCode) -> Path:
+    """The report folder of a run of the checks *source*, which ended with *exit_code*."""
     pytester.makefile(".ini", pytest=INI)
     pytester.makepyfile(test_checks=source)
     report_dir = pytester.path / "out"
-    return report_dir, pytester.runpytest("--report-dir", str(report_dir), "-p", "no:xdist")
+    result = pytester.runpytest("--report-dir", str(report_dir), "-p", "no:xdist")
+    assert result.ret == exit_code
+    return report_dir
 
 
-def _junit(report_dir: Path) -> tuple[tuple[str, ...], dict[str, ET.Element]]:
-    """The suite's counts of tests, failures, errors and skipped, and its cases by name."""
+def _junit(report_dir: Path, counts: tuple[str, ...]) -> dict[str, ET.Element]:
+    """The junit suite's cases by name; its counts of tests, failures, errors and skipped
+    are *counts*."""
     suite = ET.parse(report_dir / "junit.xml").getroot().find("testsuite")  # noqa: S314
     assert suite is not None
-    cases = {case.get("name", ""): case for case in suite.iter("testcase")}
-    counts = tuple(suite.get(name, "") for name in ("tests", "failures", "errors", "skipped"))
-    return counts, cases
+    names = ("tests", "failures", "errors", "skipped")
+    assert tuple(suite.get(name, "") for name in names) == counts
+    return {case.get("name", ""): case for case in suite.iter("testcase")}
 
 
 def _allure(report_dir: Path) -> dict[str, dict[str, Any]]:
@@ -89,10 +93,8 @@ def _allure(report_dir: Path) -> dict[str, dict[str, Any]]:
 def test_a_warnings_only_run_is_green_in_junit_and_allure_and_the_warnings_stay_visible(
     pytester: pytest.Pytester,
 ) -> None:
-    report_dir, result = _run(pytester, WARNINGS_ONLY)
-    assert result.ret == pytest.ExitCode.OK
-    counts, cases = _junit(report_dir)
-    assert counts == ("4", "0", "0", "1")
+    report_dir = _run(pytester, WARNINGS_ONLY, pytest.ExitCode.OK)
+    cases = _junit(report_dir, ("4", "0", "0", "1"))
     warned = cases["test_breaks_an_interpretation"]
     assert warned.find("failure") is None
     properties = {p.get("name"): p.get("value") for p in warned.iter("property")}
@@ -131,10 +133,8 @@ def test_a_warnings_only_run_is_green_in_junit_and_allure_and_the_warnings_stay_
 def test_a_run_with_a_failure_counts_the_same_in_junit_allure_and_the_summary(
     pytester: pytest.Pytester,
 ) -> None:
-    report_dir, result = _run(pytester, WITH_A_FAILURE)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    counts, cases = _junit(report_dir)
-    assert counts == ("5", "1", "0", "1")
+    report_dir = _run(pytester, WITH_A_FAILURE, pytest.ExitCode.TESTS_FAILED)
+    cases = _junit(report_dir, ("5", "1", "0", "1"))
     assert cases["test_fails"].find("failure") is not None
     statuses = Counter(r["status"] for r in _allure(report_dir).values())
     assert statuses == Counter(passed=3, failed=1, skipped=1)
@@ -297,7 +297,7 @@ def test_report_allure_builds_the_html_where_allure_3_is_installed(
             "the npm package allure (Allure 3) is not installed here (no `allure` on PATH or "
             "in ./node_modules/.bin); a test never downloads it"
         )
-    report_dir, _ = _run(pytester, WITH_A_FAILURE)
+    report_dir = _run(pytester, WITH_A_FAILURE, pytest.ExitCode.TESTS_FAILED)
     assert build_allure_report(report_dir, allure=Path(command[0])) == 0
     assert (report_dir / "allure-report" / "index.html").is_file()
 
