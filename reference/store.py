@@ -7,6 +7,11 @@ connection (SQLite connections are not shared across threads); writers serialise
 ``BEGIN IMMEDIATE`` with a busy timeout, readers never block writers in WAL mode. The same
 holds between processes (``serve --workers N`` runs N over one file): every
 read-modify-write is one short ``BEGIN IMMEDIATE`` transaction or one statement.
+
+Within one process the writers also queue on a lock of the store, taken before SQLite's:
+a thread waiting for SQLite's write lock polls it with sleeps of 1 to 100 ms (its busy
+handler), which on the event loop's thread stalled every request; a waiter on the store's
+lock runs as soon as the writer before it is done.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CORE_SCHEMA", "Store", "StoreUnavailable"]
+
+#: How long a writer waits for the others of its process (as SQLite's busy timeout).
+WRITE_WAIT_S = 30.0
 
 #: Tables of the service core. ``CREATE ... IF NOT EXISTS`` so a restart reuses them.
 CORE_SCHEMA = """
@@ -120,6 +128,8 @@ class Store:
         self.path = Path(path)
         self._local = threading.local()
         self._lock = threading.Lock()
+        #: Held by the thread writing now (see the module's docstring).
+        self._write_lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         try:
@@ -153,7 +163,7 @@ class Store:
         # check_same_thread=False only so close() may run from the shutdown thread; each
         # connection is otherwise used by the one thread that opened it.
         conn = sqlite3.connect(
-            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            self.path, timeout=WRITE_WAIT_S, isolation_level=None, check_same_thread=False
         )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
@@ -173,21 +183,37 @@ class Store:
         conn = self._connection()
         if conn.in_transaction:
             raise RuntimeError("nested store.transaction() on one thread")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+        with self._writing():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one write statement as its own transaction; returns the rows it changed."""
         conn = self._connection()
         if conn.in_transaction:
             raise RuntimeError("store.execute() inside store.transaction(): use the connection")
-        return conn.execute(sql, params).rowcount
+        with self._writing():
+            return conn.execute(sql, params).rowcount
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """This process's turn to write; past ``WRITE_WAIT_S`` the error SQLite gives when
+        its own wait runs out (the service answers 503 for it)."""
+        if not self._write_lock.acquire(timeout=WRITE_WAIT_S):
+            busy = sqlite3.OperationalError("database is locked (other writers of this process)")
+            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+            busy.sqlite_errorname = "SQLITE_BUSY"
+            raise busy
+        try:
+            yield
+        finally:
+            self._write_lock.release()
 
     def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         """Run one read-only statement outside any transaction; rows are ``sqlite3.Row``."""
