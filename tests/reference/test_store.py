@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
+from reference import store as store_module
 from reference.config import load_master_secret
 from reference.store import Store
 
@@ -103,3 +105,50 @@ def test_execute_is_one_write_and_refuses_inside_a_transaction(tmp_path: Path) -
     with store.transaction(), pytest.raises(RuntimeError, match="inside"):
         store.execute("DELETE FROM meta")
     assert store.read("SELECT value FROM meta WHERE name = 'x'")[0]["value"] == "1"
+
+
+def test_a_writer_waits_for_the_writer_of_another_thread_then_gives_sqlites_busy_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers of one process queue on the store's own lock (not SQLite's sleeping busy
+    handler): the second writes as soon as the first commits, and one that cannot get its
+    turn within the wait gets the error SQLite gives when its busy timeout runs out (which
+    the service answers with a 503)."""
+    monkeypatch.setattr(store_module, "WRITE_WAIT_S", 0.2)
+    store = Store(tmp_path / "s.sqlite3")
+    holding, release = threading.Event(), threading.Event()
+    outcome: list[BaseException | int] = []
+
+    def first() -> None:
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO meta (name, value) VALUES ('first', '1')")
+            holding.set()
+            release.wait(timeout=10)
+
+    def second() -> None:
+        try:
+            outcome.append(store.execute("INSERT INTO meta (name, value) VALUES ('second', '2')"))
+        except sqlite3.OperationalError as exc:
+            outcome.append(exc)
+
+    writer = threading.Thread(target=first)
+    writer.start()
+    assert holding.wait(timeout=10)
+    late = threading.Thread(target=second)
+    late.start()
+    late.join(timeout=10)
+    (refused,) = outcome
+    assert isinstance(refused, sqlite3.OperationalError)
+    assert refused.sqlite_errorcode == sqlite3.SQLITE_BUSY
+    # Once the first writer is done, the lock is free again: a writer goes straight in.
+    monkeypatch.setattr(store_module, "WRITE_WAIT_S", 10.0)
+    outcome.clear()
+    late = threading.Thread(target=second)
+    late.start()
+    release.set()
+    writer.join(timeout=10)
+    late.join(timeout=10)
+    assert outcome == [1]
+    names = {row["name"] for row in store.read("SELECT name FROM meta")}
+    assert {"first", "second"} <= names
+    store.close()
