@@ -171,19 +171,18 @@ class GenerationWorker:
             list(generation_ids),
         )
         outcomes = [self._run_one(row) for row in rows]
-        notify = False
         queued: list[Any] = []
         finished: list[tuple[sqlite3.Row, str]] = []
         with self.store.transaction() as conn:
             for row, (status, output, error) in zip(rows, outcomes, strict=True):
                 claimed, enqueued = self._finish(conn, row, status, output, error)
-                notify |= enqueued is not None
-                queued.extend(enqueued or ())
+                queued.extend(enqueued)
                 if claimed:
                     finished.append((row, status))
         # Handed over once committed (a commit that fails, a full disk, leaves the
         # generations queued and nothing announced), before the logs: it is the latency.
-        if notify:
+        # Nothing queued (no delivery target): nothing to wake the dispatcher for.
+        if queued:
             self.hooks.wake(queued)
         for row, status in finished:
             log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
@@ -210,9 +209,9 @@ class GenerationWorker:
         status: str,
         output: bytes | None,
         error: str | None,
-    ) -> tuple[bool, Sequence[Any] | None]:
+    ) -> tuple[bool, Sequence[Any]]:
         """Record how a generation ended: whether this process claimed it (see below), and
-        the deliveries its events queued (None: no events were enqueued)."""
+        the deliveries its events queued."""
         price = row["credits_used"]
         refund = (
             status in ("failed", "cancelled")
@@ -235,7 +234,7 @@ class GenerationWorker:
             (status, name, output_url, error, credits, stamp, stamp, row["id"]),
         ).rowcount
         if not claimed:
-            return False, None
+            return False, ()
         if output is not None:
             content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
             conn.execute(
@@ -249,9 +248,9 @@ class GenerationWorker:
                 (price, row["account_id"], row["credits_day"]),
             )
         if row["type"] not in ("image", "video"):
-            return True, None
+            return True, ()
         if row["type"] == "image" and self.faults.on(IMAGE_RESULT_NOT_PUSHED):
-            return True, None
+            return True, ()
         queued = self.hooks.enqueue_events(
             conn,
             {
