@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from pathlib import Path
@@ -152,3 +153,38 @@ def test_a_writer_waits_for_the_writer_of_another_thread_then_gives_sqlites_busy
     names = {row["name"] for row in store.read("SELECT name FROM meta")}
     assert {"first", "second"} <= names
     store.close()
+
+
+def test_checkpoints_are_made_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread without an event loop checkpoints the WAL every CHECKPOINT_EVERY commits
+    (the WAL then starts over and stays small); the event loop's thread leaves them to
+    the others until LOOP_CHECKPOINT_EVERY (its WAL grows meanwhile)."""
+    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(store_module, "LOOP_CHECKPOINT_EVERY", 1_000_000)
+
+    def write(store: Store, commits: int) -> None:
+        for n in range(commits):
+            with store.transaction() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)",
+                    (f"row {n}", "x" * 2000),
+                )
+
+    def wal_bytes(path: Path) -> int:
+        return Path(f"{path}-wal").stat().st_size
+
+    off_loop = Store(tmp_path / "off.sqlite3")
+    write(off_loop, 300)
+    on_loop = Store(tmp_path / "on.sqlite3")
+
+    async def on_the_loop() -> None:
+        write(on_loop, 300)
+
+    asyncio.run(on_the_loop())
+    # 300 commits of a page or more each: over 1 MB of WAL unless it was checkpointed.
+    assert wal_bytes(tmp_path / "off.sqlite3") < 300_000
+    assert wal_bytes(tmp_path / "on.sqlite3") > 1_000_000
+    off_loop.close()
+    on_loop.close()
