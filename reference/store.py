@@ -261,6 +261,7 @@ class Store:
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error:
             self._checkpointed = 0  # tried again at the next commit
+
     def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         """Run one read-only statement outside any transaction; rows are ``sqlite3.Row``."""
         rows: list[sqlite3.Row] = self._connection().execute(sql, params).fetchall()
