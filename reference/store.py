@@ -7,10 +7,23 @@ connection (SQLite connections are not shared across threads); writers serialise
 ``BEGIN IMMEDIATE`` with a busy timeout, readers never block writers in WAL mode. The same
 holds between processes (``serve --workers N`` runs N over one file): every
 read-modify-write is one short ``BEGIN IMMEDIATE`` transaction or one statement.
+
+Within one process the writers also queue on a lock of the store, taken before SQLite's:
+a thread waiting for SQLite's write lock polls it with sleeps of 1 to 100 ms (its busy
+handler), which on the event loop's thread stalled every request; a waiter on the store's
+lock runs as soon as the writer before it is done.
+
+Checkpoints (copying the WAL back into the database file, with an fsync) are made every
+``CHECKPOINT_EVERY`` commits by a thread that is not running an event loop, after its
+commit and outside the write lock, instead of by whichever commit SQLite's automatic
+checkpoint picks: on the event loop's thread that stalled every request for the copy.
+The event loop's thread checkpoints only when no other thread has for
+``LOOP_CHECKPOINT_EVERY`` commits (the WAL stays bounded when only it writes).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,6 +33,14 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["CORE_SCHEMA", "Store", "StoreUnavailable"]
+
+#: How long a writer waits for the others of its process (as SQLite's busy timeout).
+WRITE_WAIT_S = 30.0
+#: Commits between two checkpoints (see the module's docstring); SQLite's own default
+#: is a checkpoint per 1000 WAL pages, a few hundred of this store's commits.
+CHECKPOINT_EVERY = 200
+#: Commits after which the event loop's thread checkpoints itself all the same.
+LOOP_CHECKPOINT_EVERY = 5000
 
 #: Tables of the service core. ``CREATE ... IF NOT EXISTS`` so a restart reuses them.
 CORE_SCHEMA = """
@@ -103,6 +124,15 @@ CREATE TABLE IF NOT EXISTS credit_days (
 """
 
 
+def _on_event_loop() -> bool:
+    """Whether this thread is running an event loop (store calls there block it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class StoreUnavailable(RuntimeError):
     """The store cannot be opened for writing (a read-only file or folder, a full disk):
     the service refuses to start rather than fail its first accepted request."""
@@ -120,6 +150,11 @@ class Store:
         self.path = Path(path)
         self._local = threading.local()
         self._lock = threading.Lock()
+        #: Held by the thread writing now (see the module's docstring).
+        self._write_lock = threading.Lock()
+        #: Commits through this store, and how many there had been at the last checkpoint.
+        self._commits = 0
+        self._checkpointed = 0
         self._connections: list[sqlite3.Connection] = []
         self._closed = False
         try:
@@ -153,7 +188,7 @@ class Store:
         # check_same_thread=False only so close() may run from the shutdown thread; each
         # connection is otherwise used by the one thread that opened it.
         conn = sqlite3.connect(
-            self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            self.path, timeout=WRITE_WAIT_S, isolation_level=None, check_same_thread=False
         )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
@@ -162,6 +197,8 @@ class Store:
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
+        # Checkpoints are made by _checkpoint_if_due, not by the commit that fills the WAL.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         self._local.conn = conn
         with self._lock:
             self._connections.append(conn)
@@ -173,21 +210,57 @@ class Store:
         conn = self._connection()
         if conn.in_transaction:
             raise RuntimeError("nested store.transaction() on one thread")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+        with self._writing():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+        self._checkpoint_if_due(conn)
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one write statement as its own transaction; returns the rows it changed."""
         conn = self._connection()
         if conn.in_transaction:
             raise RuntimeError("store.execute() inside store.transaction(): use the connection")
-        return conn.execute(sql, params).rowcount
+        with self._writing():
+            changed = conn.execute(sql, params).rowcount
+        self._checkpoint_if_due(conn)
+        return changed
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """This process's turn to write; past ``WRITE_WAIT_S`` the error SQLite gives when
+        its own wait runs out (the service answers 503 for it)."""
+        if not self._write_lock.acquire(timeout=WRITE_WAIT_S):
+            busy = sqlite3.OperationalError("database is locked (other writers of this process)")
+            busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+            busy.sqlite_errorname = "SQLITE_BUSY"
+            raise busy
+        try:
+            yield
+        finally:
+            self._commits += 1  # counted under the lock: one writer at a time
+            self._write_lock.release()
+
+    def _checkpoint_if_due(self, conn: sqlite3.Connection) -> None:
+        """Checkpoint the WAL when due for this thread (see the module's docstring)."""
+        since = self._commits - self._checkpointed
+        if since < CHECKPOINT_EVERY or (since < LOOP_CHECKPOINT_EVERY and _on_event_loop()):
+            return
+        with self._lock:
+            if self._commits - self._checkpointed < CHECKPOINT_EVERY:
+                return  # another thread took this one
+            self._checkpointed = self._commits
+        try:
+            # PASSIVE: waits for no reader or writer; what it cannot copy now waits for
+            # the next checkpoint.
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error:
+            self._checkpointed = 0  # tried again at the next commit
 
     def read(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         """Run one read-only statement outside any transaction; rows are ``sqlite3.Row``."""

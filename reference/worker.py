@@ -60,9 +60,16 @@ STOP_GRACE_S = 10.0
 class FinishHooks(Protocol):
     """What the worker needs from the webhooks part when a generation finishes."""
 
-    def enqueue_events(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None: ...
+    def enqueue_events(
+        self, conn: sqlite3.Connection, generation: Mapping[str, Any]
+    ) -> Sequence[Any]:
+        """Queue a finished generation's events in ``conn``'s transaction; returns the
+        deliveries queued (opaque here), handed to :meth:`wake` once committed."""
+        ...
 
-    def wake(self) -> None: ...
+    def wake(self, ready: Sequence[Any] = ()) -> None:
+        """After the commit: deliveries are due, *ready* among them."""
+        ...
 
 
 class GenerationWorker:
@@ -164,19 +171,21 @@ class GenerationWorker:
             list(generation_ids),
         )
         outcomes = [self._run_one(row) for row in rows]
-        notify = False
+        queued: list[Any] = []
         finished: list[tuple[sqlite3.Row, str]] = []
         with self.store.transaction() as conn:
             for row, (status, output, error) in zip(rows, outcomes, strict=True):
                 claimed, enqueued = self._finish(conn, row, status, output, error)
-                notify |= enqueued
+                queued.extend(enqueued)
                 if claimed:
                     finished.append((row, status))
-        # Logged once committed: a commit that fails (a full disk) leaves them queued.
+        # Handed over once committed (a commit that fails, a full disk, leaves the
+        # generations queued and nothing announced), before the logs: it is the latency.
+        # Nothing queued (no delivery target): nothing to wake the dispatcher for.
+        if queued:
+            self.hooks.wake(queued)
         for row, status in finished:
             log_event("generation", generation_id=row["id"], key_id=row["key_id"], status=status)
-        if notify:
-            self.hooks.wake()
 
     def _run_one(self, row: sqlite3.Row) -> tuple[str, bytes | None, str | None]:
         """Do the work; returns (status, output file bytes, error message)."""
@@ -200,9 +209,9 @@ class GenerationWorker:
         status: str,
         output: bytes | None,
         error: str | None,
-    ) -> tuple[bool, bool]:
+    ) -> tuple[bool, Sequence[Any]]:
         """Record how a generation ended: whether this process claimed it (see below), and
-        whether its events were enqueued."""
+        the deliveries its events queued."""
         price = row["credits_used"]
         refund = (
             status in ("failed", "cancelled")
@@ -225,7 +234,7 @@ class GenerationWorker:
             (status, name, output_url, error, credits, stamp, stamp, row["id"]),
         ).rowcount
         if not claimed:
-            return False, False
+            return False, ()
         if output is not None:
             content_type = media.CONTENT_TYPES[media.EXTENSIONS[row["type"]]]
             conn.execute(
@@ -239,10 +248,10 @@ class GenerationWorker:
                 (price, row["account_id"], row["credits_day"]),
             )
         if row["type"] not in ("image", "video"):
-            return True, False
+            return True, ()
         if row["type"] == "image" and self.faults.on(IMAGE_RESULT_NOT_PUSHED):
-            return True, False
-        self.hooks.enqueue_events(
+            return True, ()
+        queued = self.hooks.enqueue_events(
             conn,
             {
                 "id": row["id"],
@@ -256,7 +265,7 @@ class GenerationWorker:
                 "credits_used": credits,
             },
         )
-        return True, True
+        return True, queued
 
     def output(self, name: str) -> tuple[bytes, str] | None:
         """The file behind ``GET /outputs/{name}`` and its content type, if it exists."""

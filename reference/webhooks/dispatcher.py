@@ -4,11 +4,14 @@ The database is the queue. A delivery is due when its outcome is ``pending_retry
 ``next_attempt_at`` has passed; the dispatcher picks due rows, runs their next attempt
 concurrently (bounded, so one slow target does not hold up the others), and commits each
 attempt's result (and the next attempt's time, or the final outcome) before doing any
-further network work for that delivery. Nothing else is kept in memory except which
-deliveries are running right now, so after a restart (kill -9 included) the same query
-finds every delivery that still needs an attempt: one that was in flight at the kill has
-its old ``attempt_count`` and is attempted again with the same number (at-least-once,
-spec §6).
+further network work for that delivery. A delivery the generation worker has just
+committed is handed over (``wake(ready)``) and started at once, without reading it back;
+one that finds no free slot waits in the store. Nothing else is kept in memory except
+which deliveries are running and, for a minute, which attempts were recorded (so that a
+read racing with a commit does not repeat an attempt), so after a restart (kill -9
+included) the same query finds every delivery that still needs an attempt: one that was
+in flight at the kill has its old ``attempt_count`` and is attempted again with the same
+number (at-least-once, spec §6).
 
 Timing: attempt n+1 is scheduled ``backoff[n-1]`` seconds after attempt n *ended*
 (spec §6: 1 s, then 2 s), so a silent target with a 10 s timeout is retried at about
@@ -18,9 +21,11 @@ Timing: attempt n+1 is scheduled ``backoff[n-1]`` seconds after attempt n *ended
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,6 +88,9 @@ IDLE_POLL_S = 2.0
 #: The same with several processes over one store: deliveries enqueued by the others are
 #: found by polling alone.
 SHARED_POLL_S = 0.2
+#: How long the dispatcher remembers the attempts it recorded: longer than any read of
+#: the store or hand-over can be in flight (see Dispatcher._stale).
+RECORDED_MEMORY_S = 60.0
 #: How long a delivery whose attempt crashed inside the service is left alone.
 INTERNAL_ERROR_COOLDOWN_S = 5.0
 
@@ -152,6 +160,8 @@ def delivery_policy(config: Config, faults: Faults) -> DeliveryPolicy:
 
 
 SecretLookup = Callable[[DeliveryRow], str]
+#: What an automatic attempt leaves to commit: delivery id, result, outcome, next attempt.
+_Result = tuple[str, AttemptResult, str, float | None]
 
 
 class AttemptSender(Protocol):
@@ -178,6 +188,16 @@ class Dispatcher:
         self._send = send
         self._running: dict[str, asyncio.Task[None]] = {}
         self._cooldown: dict[str, float] = {}
+        #: The latest attempt this process recorded of each delivery (for a while, see
+        #: _stale), and when, oldest first.
+        self._recorded: dict[str, tuple[int, float]] = {}
+        self._recorded_at: collections.deque[tuple[float, str]] = collections.deque()
+        #: Whether due deliveries may be waiting in the store for a free slot.
+        self._backlog = True
+        #: Attempt results waiting for the committer, each with its attempt's future.
+        self._to_commit: list[tuple[_Result, asyncio.Future[None]]] = []
+        self._commit_wake = asyncio.Event()
+        self._committer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -190,7 +210,10 @@ class Dispatcher:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._stopping = False
+        self._to_commit = []
+        self._commit_wake = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="webhook-dispatcher")
+        self._committer = asyncio.create_task(self._commit_loop(), name="webhook-commits")
 
     async def stop(self) -> None:
         """Stop the loop and cancel running attempts.
@@ -200,7 +223,8 @@ class Dispatcher:
         """
         self._stopping = True
         task, self._task = self._task, None
-        pending = [t for t in [task, *self._running.values()] if t is not None]
+        committer, self._committer = self._committer, None
+        pending = [t for t in [task, committer, *self._running.values()] if t is not None]
         for each in pending:
             each.cancel()
         if pending:
@@ -214,19 +238,58 @@ class Dispatcher:
                 log.error("webhook task %s failed: %r", each.get_name(), each.exception())
         self._running.clear()
 
-    def wake(self) -> None:
-        """Look for due deliveries now (thread-safe; called after a commit)."""
+    def wake(self, ready: Sequence[DeliveryRow] = ()) -> None:
+        """Look for due deliveries now (thread-safe; called after a commit). *ready*:
+        deliveries just committed as due, started at once without a look at the store
+        (the store still has them: one not started here is found by the next look)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         try:
-            loop.call_soon_threadsafe(self._wake.set)
+            if ready:
+                loop.call_soon_threadsafe(self._accept, tuple(ready))
+            else:
+                loop.call_soon_threadsafe(self._wake.set)
         except RuntimeError:  # the loop closed between the check and the call
             pass
 
     @property
     def running_ids(self) -> frozenset[str]:
         return frozenset(self._running)
+
+    def _accept(self, ready: Sequence[DeliveryRow]) -> None:
+        """Start the handed-over deliveries there is room for; the loop looks in the store
+        for the others."""
+        for row in ready:
+            if self._stopping or self._stale(row) or row.id in self._cooldown:
+                continue
+            if len(self._running) >= self._policy.concurrency:
+                self._backlog = True
+                self._wake.set()
+                continue
+            self._start(row)
+
+    def _start(self, row: DeliveryRow) -> None:
+        self._running[row.id] = asyncio.create_task(
+            self._deliver(row), name=f"webhook-delivery-{row.id}"
+        )
+
+    def _stale(self, row: DeliveryRow) -> bool:
+        """Running now, or read before this process recorded its latest attempt: a look
+        at the store (or a hand-over) that raced with an attempt's commit must not make
+        that attempt again."""
+        recorded = self._recorded.get(row.id)
+        return row.id in self._running or (recorded is not None and row.attempt_count < recorded[0])
+
+    def _remember(self, delivery_id: str, attempt: int) -> None:
+        now = time.monotonic()
+        self._recorded[delivery_id] = (attempt, now)
+        self._recorded_at.append((now, delivery_id))
+        # Forget what no read still in flight can predate (a read takes far less).
+        while self._recorded_at and self._recorded_at[0][0] < now - RECORDED_MEMORY_S:
+            at, old = self._recorded_at.popleft()
+            if self._recorded.get(old, (0, None))[1] == at:
+                del self._recorded[old]
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -237,10 +300,12 @@ class Dispatcher:
             free = self._policy.concurrency - len(self._running)
             try:
                 due = await run_db(due_deliveries, self._store, now, busy, free)
+                # Rows beyond the free slots may wait: look again when a slot frees.
+                self._backlog = free <= 0 or len(due) >= free
                 for row in due:
-                    self._running[row.id] = asyncio.create_task(
-                        self._deliver(row), name=f"webhook-delivery-{row.id}"
-                    )
+                    if self._stale(row) or len(self._running) >= self._policy.concurrency:
+                        continue
+                    self._start(row)
                 busy = set(self._running) | set(self._cooldown)
                 next_at = await run_db(next_due_at, self._store, busy)
             except Exception:
@@ -253,6 +318,9 @@ class Dispatcher:
                 await wait_event(self._wake, wait)
 
     async def _deliver(self, row: DeliveryRow) -> None:
+        # Whether the loop must look at the store when this attempt is over: a retry to
+        # schedule, a failure to cool down, or deliveries left waiting for a free slot.
+        look_again = True
         try:
             n = row.attempt_count + 1
             try:
@@ -273,7 +341,9 @@ class Dispatcher:
             # Backoff counts from the end of the failed attempt (spec §6).
             ended = time.time()
             outcome, next_at = self.next_state(result, ended)
-            await run_db(self._commit, row.id, result, outcome, next_at)
+            await self._record((row.id, result, outcome, next_at))
+            self._remember(row.id, n)
+            look_again = next_at is not None
             log_attempt(row.id, row.generation_id, result, outcome=outcome, trigger="automatic")
         except asyncio.CancelledError:
             raise
@@ -282,7 +352,8 @@ class Dispatcher:
             self._cooldown[row.id] = time.time() + INTERNAL_ERROR_COOLDOWN_S
         finally:
             self._running.pop(row.id, None)
-            self._wake.set()
+            if look_again or self._backlog:
+                self._wake.set()
 
     def next_state(self, result: AttemptResult, ended: float) -> tuple[str, float | None]:
         """The delivery's outcome after an automatic attempt, and its next attempt time."""
@@ -295,22 +366,74 @@ class Dispatcher:
             return self._policy.exhausted_outcome, None
         return "pending_retry", ended + self._policy.backoff_after(result.n)
 
+    async def _record(self, item: _Result) -> None:
+        """Commit an attempt's result; returns once it is in the store. The results of the
+        attempts that end meanwhile share one transaction (and one worker-thread hop)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._to_commit.append((item, done))
+        self._commit_wake.set()
+        await done
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._commit_wake.wait()
+            self._commit_wake.clear()
+            batch, self._to_commit = self._to_commit, []
+            if not batch:
+                continue
+            try:
+                errors = await run_db(self._commit_all, [item for item, _ in batch])
+            except Exception as exc:  # the committer outlives any batch
+                errors = [exc] * len(batch)
+            for (_, done), error in zip(batch, errors, strict=True):
+                if done.done():  # its attempt was cancelled (stop)
+                    continue
+                if error is None:
+                    done.set_result(None)
+                else:
+                    done.set_exception(error)
+
+    def _commit_all(self, batch: Sequence[_Result]) -> list[Exception | None]:
+        """Commit every result in one transaction; if that fails, each in its own, so that
+        one result that cannot be stored does not hold back the others."""
+        try:
+            with self._store.transaction() as conn:
+                for item in batch:
+                    self._commit(conn, *item)
+            return [None] * len(batch)
+        except Exception as exc:
+            if len(batch) == 1:
+                return [exc]
+        errors: list[Exception | None] = []
+        for item in batch:
+            try:
+                with self._store.transaction() as conn:
+                    self._commit(conn, *item)
+                errors.append(None)
+            except Exception as exc:
+                errors.append(exc)
+        return errors
+
     def _commit(
-        self, delivery_id: str, result: AttemptResult, outcome: str, next_at: float | None
+        self,
+        conn: sqlite3.Connection,
+        delivery_id: str,
+        result: AttemptResult,
+        outcome: str,
+        next_at: float | None,
     ) -> None:
-        with self._store.transaction() as conn:
-            # Only a delivery still waiting is moved: a webhook deleted meanwhile has
-            # already closed its pending deliveries, and the attempt is still recorded.
-            state = conn.execute(
-                "SELECT outcome FROM webhook_deliveries WHERE id = ?", (delivery_id,)
-            ).fetchone()
-            if state is not None and state["outcome"] != "pending_retry":
-                outcome, next_at = state["outcome"], None
-            record_attempt(
-                conn,
-                delivery_id,
-                result,
-                trigger="automatic",
-                outcome=outcome,
-                next_attempt_at=next_at,
-            )
+        # Only a delivery still waiting is moved: a webhook deleted meanwhile has
+        # already closed its pending deliveries, and the attempt is still recorded.
+        state = conn.execute(
+            "SELECT outcome FROM webhook_deliveries WHERE id = ?", (delivery_id,)
+        ).fetchone()
+        if state is not None and state["outcome"] != "pending_retry":
+            outcome, next_at = state["outcome"], None
+        record_attempt(
+            conn,
+            delivery_id,
+            result,
+            trigger="automatic",
+            outcome=outcome,
+            next_attempt_at=next_at,
+        )

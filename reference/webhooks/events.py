@@ -58,21 +58,22 @@ class Events:
         self.targets = targets
         self.choices = choices
 
-    def enqueue(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None:
-        """Queue the event a finished generation fires, in the caller's transaction."""
+    def enqueue(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> list[DeliveryRow]:
+        """Queue the event a finished generation fires, in the caller's transaction; the
+        deliveries queued, for the dispatcher to start once the transaction commits."""
         row = conn.execute(
             "SELECT * FROM webhook_bindings WHERE generation_id = ?", (generation["id"],)
         ).fetchone()
         if row is None:
-            return
+            return []
         binding = binding_from_row(row)
         event = EVENT_FOR_STATUS.get(str(generation["status"]))
         if event is None:
-            return
+            return []
         if binding.webhook_id is not None and _webhook_deleted(conn, binding.webhook_id):
             # Deleted since the submit: a deleted webhook receives nothing more.
             log_event("delivery-skipped", generation_id=generation["id"], reason="webhook deleted")
-            return
+            return []
         subscribed = event in binding.events or (
             event == EVENT_CANCELLED and self.faults.on(CANCELLED_SENT_UNSUBSCRIBED)
         )
@@ -80,7 +81,7 @@ class Events:
         if not subscribed and not (
             faulty and event_faults.sent_anyway(self.faults, event, binding.events)
         ):
-            return
+            return []
         if faulty and event_faults.suppressed(
             self.faults,
             event,
@@ -89,7 +90,7 @@ class Events:
             default=tuple(binding.events) == tuple(DEFAULT_EVENTS),
             operation=_operation_of(conn, str(generation["id"])),
         ):
-            return
+            return []
         event_id = new_id("event", self.choices.id_form)
         if faulty:
             event_id = event_faults.event_id(self.faults, event_id)
@@ -117,13 +118,16 @@ class Events:
             body = event_faults.body(
                 self.faults, envelope, body, binding.mode, envelopes.callback_body
             )
-        _queue(conn, binding, event_id, str(generation["id"]), event, body)
+        queued = _queue(conn, binding, event_id, str(generation["id"]), event, body)
         if self.targets.losers:
             for loser in self.targets.losers.pop(str(generation["id"]), ()):
-                _enqueue_loser(conn, loser, envelope)
+                queued += _enqueue_loser(conn, loser, envelope)
+        return queued
 
 
-def _enqueue_loser(conn: sqlite3.Connection, loser: Binding, envelope: Mapping[str, Any]) -> None:
+def _enqueue_loser(
+    conn: sqlite3.Connection, loser: Binding, envelope: Mapping[str, Any]
+) -> list[DeliveryRow]:
     """The fault LOSING_TARGET_NOTIFIED: a losing target gets the event as well.
 
     Its own event id, and no generation_id on the row: the unique index allows one
@@ -132,7 +136,7 @@ def _enqueue_loser(conn: sqlite3.Connection, loser: Binding, envelope: Mapping[s
     event_id = envelopes.new_event_id()
     copy = {**envelope, "id": event_id, "webhook_id": loser.webhook_id}
     body = envelopes.callback_body(copy) if loser.mode == "callback" else copy
-    _queue(conn, loser, event_id, None, str(envelope["event"]), body)
+    return _queue(conn, loser, event_id, None, str(envelope["event"]), body)
 
 
 def _queue(
@@ -142,31 +146,30 @@ def _queue(
     generation_id: str | None,
     event_type: str,
     body: Mapping[str, Any],
-) -> None:
-    """Store the delivery of ``body`` to ``binding``, due now (the dispatcher sends it)."""
-    insert_delivery(
-        conn,
-        DeliveryRow(
-            # The event's,
-            id=event_id,
-            generation_id=generation_id,
-            event_type=event_type,
-            body=envelopes.body_bytes(body),
-            # the binding's,
-            mode=binding.mode,
-            target_url=binding.url,
-            address=binding.address,
-            account_id=binding.account_id,
-            key_id=binding.key_id,
-            webhook_id=binding.webhook_id,
-            # and a new delivery's, due now.
-            outcome="pending_retry",
-            status_code=None,
-            attempt_count=0,
-            created_at=envelopes.timestamp_now(),
-            next_attempt_at=time.time(),
-        ),
+) -> list[DeliveryRow]:
+    """Store the delivery of ``body`` to ``binding``, due now (the dispatcher sends it);
+    the row, or none when this generation already had a delivery of this event."""
+    row = DeliveryRow(
+        # The event's,
+        id=event_id,
+        generation_id=generation_id,
+        event_type=event_type,
+        body=envelopes.body_bytes(body),
+        # the binding's,
+        mode=binding.mode,
+        target_url=binding.url,
+        address=binding.address,
+        account_id=binding.account_id,
+        key_id=binding.key_id,
+        webhook_id=binding.webhook_id,
+        # and a new delivery's, due now.
+        outcome="pending_retry",
+        status_code=None,
+        attempt_count=0,
+        created_at=envelopes.timestamp_now(),
+        next_attempt_at=time.time(),
     )
+    return [row] if insert_delivery(conn, row) else []
 
 
 def _operation_of(conn: sqlite3.Connection, generation_id: str) -> str:

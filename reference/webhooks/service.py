@@ -5,7 +5,7 @@ The generation core calls, in this order:
 * ``await select_target(body, key)`` before spending credits (404 / 400 come from here);
 * ``record_binding(conn, generation_id, binding)`` inside the submit transaction;
 * ``enqueue_events(conn, generation)`` inside the transaction that finishes a generation,
-  then ``wake()`` after the commit;
+  then ``wake(queued)`` after the commit with the deliveries it returned;
 * ``binding_view(generation_id)`` for GET /v1/generations/{id}.
 
 The app starts and stops the service in its lifespan and mounts ``webhook_routes``
@@ -17,7 +17,7 @@ that does the work: ``targets``, ``events``, ``attempts``, ``dispatcher``, ``reg
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -34,6 +34,7 @@ from .dispatcher import Dispatcher, delivery_policy
 from .envelopes import timestamp_now
 from .events import Events
 from .lists import DeliveryLists
+from .records import DeliveryRow
 from .redeliver import Redelivery
 from .registered import RegisteredWebhooks
 from .targets import Binding, Targets, policy_from_config
@@ -92,9 +93,10 @@ class WebhookService:
         await self.dispatcher.stop()
         await self.attempts.close()
 
-    def wake(self) -> None:
-        """Tell the dispatcher new deliveries are due (call after the commit)."""
-        self.dispatcher.wake()
+    def wake(self, ready: Sequence[Any] = ()) -> None:
+        """Tell the dispatcher new deliveries are due (call after the commit); *ready*:
+        what ``enqueue_events`` returned, started at once instead of looked up again."""
+        self.dispatcher.wake(ready)
 
     def _close_interrupted_tests(self) -> None:
         # A console test delivery has no scheduled retry; one left open by a crash is
@@ -119,8 +121,10 @@ class WebhookService:
     def binding_view(self, generation_id: str) -> dict[str, Any] | None:
         return self.targets.view(generation_id)
 
-    def enqueue_events(self, conn: sqlite3.Connection, generation: Mapping[str, Any]) -> None:
-        self.events.enqueue(conn, generation)
+    def enqueue_events(
+        self, conn: sqlite3.Connection, generation: Mapping[str, Any]
+    ) -> list[DeliveryRow]:
+        return self.events.enqueue(conn, generation)
 
     # --- what the routes call -----------------------------------------------------------
 
