@@ -59,8 +59,10 @@ SHARES = 5
 #: The buckets of each module: ``test_fault_matrix.py`` (which also holds the full run)
 #: and ``test_fault_matrix_part2.py``.
 PARTS: tuple[tuple[int, ...], ...] = ((0, 1), (2, 3, 4))
-#: How many fault runs one module keeps going at once (see :class:`FaultRuns`).
-LOOKAHEAD = 2
+#: How many fault runs one module keeps going at once (see :class:`FaultRuns`): most of a
+#: run's time is a wait (for a delivery deadline, a reference's start), so three overlap
+#: on two cores without slowing each other much.
+LOOKAHEAD = 3
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def share(
     """The faults of one part of the matrix: those whose name hashes into ``buckets`` of
     ``of`` (a stable hash, so a fault stays in its part when others are added).
 
-    The project runs its tests with ``-n 2 --dist loadfile``: a test module is the unit
+    The project runs its tests with ``--dist loadfile``: a test module is the unit
     pytest-xdist hands to a worker, so the matrix is spread over two modules, the one that
     also holds the full run taking the smaller share.
     """
