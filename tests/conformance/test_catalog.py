@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
+import conformance.catalog as catalog_module
 from conformance.catalog import (
     ID_PATTERN,
     Catalog,
@@ -767,3 +769,28 @@ def test_catalog_every_must_quotes_the_spec() -> None:
     it (each quote is checked against the spec text when the catalog loads)."""
     unquoted = [r.id for r in load_catalog().unquoted_musts()]
     assert not unquoted, f"MUST entries without a quote from the spec: {unquoted}"
+
+
+def test_a_catalog_its_parent_process_validated_is_parsed_without_validating_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run's workers read the catalog their controller validated (its digest in
+    VALIDATED_ENV) without validating it again; any other digest, and they validate."""
+
+    def not_again(document: Any) -> list[str]:
+        raise AssertionError("validated again")
+
+    load_catalog.cache_clear()
+    try:
+        monkeypatch.delenv(catalog_module.VALIDATED_ENV, raising=False)
+        load_catalog()
+        digest = os.environ[catalog_module.VALIDATED_ENV]
+        monkeypatch.setattr(catalog_module, "_schema_problems", not_again)
+        load_catalog.cache_clear()
+        assert load_catalog().ids
+        load_catalog.cache_clear()
+        monkeypatch.setenv(catalog_module.VALIDATED_ENV, digest.replace(digest[0], "x"))
+        with pytest.raises(AssertionError, match="validated again"):
+            load_catalog()
+    finally:
+        load_catalog.cache_clear()
