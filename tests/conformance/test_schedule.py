@@ -187,6 +187,30 @@ def test_a_chain_at_its_last_checks_is_shut_down_when_free_workers_can_take_the_
     assert len(scheduler.workqueue) == 1, "the module left is for a free worker"
 
 
+def test_a_chain_at_its_last_check_is_not_kept_for_the_last_module() -> None:
+    """When only the run-wide module is left, a chain's worker at its last check is shut
+    down and a free worker waits for that module: the chain's last check still holds its
+    leases (the target's clock), which another chain's worker may be waiting for, and a
+    kept worker's last check waits for the run-wide module, which waits for every other
+    check: a run seen hanging so in a soak."""
+    collection = [f"{LONG}::test_1", f"{LONG}::test_2"]
+    collection += [f"checks/test_b.py::test_{n}" for n in (1, 2, 3)]
+    collection.append(f"{LAST}::test_run_wide")
+    scheduler, nodes = _scheduled(collection, 2)
+    chain_node, free_node = nodes
+    assert collection[chain_node.queue[0]].startswith(LONG)
+    assert len(free_node.queue) == 3, "the free worker is busy with the other module"
+    _step(scheduler, chain_node)  # down to its last check, with only the last module left
+    assert chain_node.shutting_down, "a chain's worker is not kept for the last module"
+    assert not free_node.shutting_down
+    while chain_node.can_run():
+        _step(scheduler, chain_node)
+    while free_node.can_run():
+        _step(scheduler, free_node)
+    assert [collection[i] for i in free_node.queue][-1] == f"{LAST}::test_run_wide"
+    assert scheduler.tests_finished
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 5])
 @pytest.mark.parametrize("prefer", [0, 1])
 def test_every_check_runs_once_with_chains(workers: int, prefer: int) -> None:

@@ -21,7 +21,8 @@ The run-wide check of GEN-CONSIST-01 (:data:`~.channels.LAST_MODULE`) is held ba
 every other module's checks have ended on every worker (:mod:`.channels` says why),
 shutting the other workers down, then given to one worker. A worker that holds its last
 check cannot run it until it is shut down or given more, which is why the others are
-shut down rather than waited for.
+shut down rather than waited for; and why the one kept for it is not a chain's worker
+while another is free (a chain's last check holds leases another chain may wait for).
 """
 
 from __future__ import annotations
@@ -122,12 +123,24 @@ def run_scheduling() -> type[Any]:
                 return
             keeper = self._keeper
             if keeper is None or keeper not in self.assigned_work or keeper.shutting_down:
-                self._keeper = node
+                self._keeper = self._choose_keeper(node)
             for other in self.nodes:
                 pending = self._pending_of(self.assigned_work.get(other, {}))
                 if other is not self._keeper and not other.shutting_down and pending <= 1:
                     other.shutdown()
             self._release()
+
+        def _choose_keeper(self, asking: Any) -> Any:
+            """The worker that will run the held module: *asking*, unless it is still in
+            a chain and another live worker is not. A keeper's last check waits for the
+            held module, and a chain's last check still holds the chain's leases (its
+            key, the target's clock), which another chain's worker may be waiting for:
+            neither wait would end. Shut down instead, the chain's worker runs its last
+            check and lets them go."""
+            if not self._in_chain(asking):
+                return asking
+            free = (n for n in self.nodes if not n.shutting_down and not self._in_chain(n))
+            return next(free, asking)
 
         def _reschedule(self, node: Any) -> None:
             # xdist asks for more with two checks left; a chain asks at its last only, so
