@@ -294,10 +294,11 @@ def load_catalog() -> Catalog:
     :data:`VALIDATED_ENV`)."""
     text = resources.files(_PACKAGE).joinpath(_CATALOG_FILE).read_text(encoding="utf-8")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    validated = os.environ.get(VALIDATED_ENV) == digest
-    catalog = parse_catalog(
-        text, source=f"{_PACKAGE}/{_CATALOG_FILE}", spec=spec_text(), validate=not validated
-    )
+    source = f"{_PACKAGE}/{_CATALOG_FILE}"
+    if os.environ.get(VALIDATED_ENV) == digest:
+        catalog = parse_catalog(text, source=source, validate=False)
+    else:
+        catalog = parse_catalog(text, source=source, spec=spec_text())
     os.environ[VALIDATED_ENV] = digest
     return catalog
 
@@ -328,12 +329,7 @@ def parse_catalog(
     except yaml.YAMLError as exc:
         raise CatalogError(f"{source}: not valid YAML: {exc}") from exc
 
-    problems = _schema_problems(document) if validate else []
-    if validate and not problems:
-        # Only a schema-valid document has the shape the semantic rules assume.
-        problems = _semantic_problems(document, None if spec is None else normalise_space(spec))
-    if validate and not problems:
-        problems = _choice_problems(document, None if spec is None else normalise_space(spec))
+    problems = _problems(document, spec) if validate else []
     if problems:
         shown = problems[:_MAX_REPORTED_PROBLEMS]
         more = len(problems) - len(shown)
@@ -350,6 +346,18 @@ def parse_catalog(
         requirements=requirements,
         choices=tuple(_choice(entry) for entry in document.get("choices", ())),
     )
+
+
+def _problems(document: Any, spec: str | None) -> list[str]:
+    """What is wrong with a parsed catalog: its schema first, then (only a schema-valid
+    document has the shape they assume) its semantic rules and its choices."""
+    problems = _schema_problems(document)
+    spaced = None if spec is None else normalise_space(spec)
+    if not problems:
+        problems = _semantic_problems(document, spaced)
+    if not problems:
+        problems = _choice_problems(document, spaced)
+    return problems
 
 
 def _single_spaced(value: str | Iterable[str]) -> tuple[str, ...]:
