@@ -93,7 +93,7 @@ class WebhookService:
         await self.dispatcher.stop()
         await self.attempts.close()
 
-    def wake(self, ready: Sequence[Any] = ()) -> None:
+    def wake(self, ready: Sequence[DeliveryRow] = ()) -> None:
         """Tell the dispatcher new deliveries are due (call after the commit); *ready*:
         what ``enqueue_events`` returned, started at once instead of looked up again."""
         self.dispatcher.wake(ready)
