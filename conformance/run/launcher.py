@@ -9,6 +9,13 @@ the reference must be told its address at start (``--dns-server``), and the serv
 outlive every pytest-xdist worker, so the controller process owns it. Its zone directory
 is added to the profile's ``[dns]`` table, where the workers' ``dns_server`` fixture
 finds it and attaches instead of binding the port themselves.
+
+The command that starts the reference is ``python -m reference`` unless the environment
+names another in :data:`REFERENCE_COMMAND_ENV` (split like a shell would): the project's
+fault matrix starts hundreds of references and has them forked from a process that
+imported the reference once (``tests/conformance/fork_server.py``) rather than paying
+half a second of imports each time; a user can run the reference under a profiler the
+same way. The command is given the same arguments either way.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import collections
 import os
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -24,7 +32,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,7 +41,10 @@ import tomli_w
 
 from conformance.observe.dns import DEFAULT_DOMAIN, DnsServer
 
-__all__ = ["EmbeddedReference", "LaunchError"]
+__all__ = ["REFERENCE_COMMAND_ENV", "EmbeddedReference", "LaunchError", "reference_command"]
+
+#: The environment variable that replaces ``python -m reference`` (module docstring).
+REFERENCE_COMMAND_ENV = "GENAPI_REFERENCE_COMMAND"
 
 _LISTENING = re.compile(r"listening on (?P<url>https?://\S+)")
 
@@ -44,6 +55,13 @@ def _alive(thread: threading.Thread | None) -> bool:
 
 class LaunchError(RuntimeError):
     """The reference did not come up: it died, or never said it was listening."""
+
+
+def reference_command(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The command that starts the reference: :data:`REFERENCE_COMMAND_ENV` split like a
+    shell would, else ``python -m reference`` with this interpreter."""
+    configured = shlex.split(environ.get(REFERENCE_COMMAND_ENV, ""))
+    return tuple(configured) if configured else (sys.executable, "-m", "reference")
 
 
 class EmbeddedReference:
@@ -62,7 +80,7 @@ class EmbeddedReference:
     With ``variant`` the reference takes the other legitimate side of every choice the
     spec leaves open (``serve --variant``) and provisions a profile that declares it.
 
-    ``command`` replaces ``python -m reference`` (the project's tests use a small fake).
+    ``command`` replaces :func:`reference_command` (the project's tests use a small fake).
     ``test_clock=False`` leaves out ``--test-clock`` (one process's clock: ``--workers``
     above 1 refuses it).
     """
@@ -88,9 +106,7 @@ class EmbeddedReference:
         self._extra_args = tuple(extra_args)
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
-        self._command = (
-            tuple(command) if command is not None else (sys.executable, "-m", "reference")
-        )
+        self._command = tuple(command) if command is not None else reference_command(os.environ)
         self._workdir = workdir
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[str] | None = None

@@ -16,8 +16,21 @@ lock held by a thread that does not exist in it): one loop waits on its requests
 lines on stdin) and on ``SIGCHLD`` (through :func:`signal.set_wakeup_fd`), and writes a
 JSON line to stdout when a child starts (its pid) and when it ends (its exit status).
 
-:class:`ForkServer` is the client side: it starts the server, hands out runs from any
-thread and waits for each with a deadline, killing the run's process group if it passes.
+Runs can also ask the server to start the reference for them. Each fault run starts its
+own reference, ``python -m reference serve ...``, and half a second of the CPU of that
+start was imports. The server therefore imports the reference too, and listens on a Unix
+socket for starts sent by ``fork_client.py``. The suite's launcher runs that client instead
+of ``python -m reference`` (``GENAPI_REFERENCE_COMMAND``, set in each run's environment).
+The client sends its arguments, working directory, environment and standard streams (the
+descriptors themselves), and the server forks a child that becomes the reference on them.
+The client stands in for that child: it passes SIGTERM and SIGINT on, and exits with the
+child's status. If the client dies (the launcher killed it, or a run's whole process
+group was killed at its deadline), the server kills the child: no reference outlives the
+run that started it.
+
+:class:`ForkServer` is the client side of the runs: it starts the server, hands out runs
+from any thread and waits for each with a deadline, killing the run's process group if it
+passes.
 """
 
 from __future__ import annotations
@@ -30,8 +43,10 @@ import os
 import runpy
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -59,11 +74,19 @@ PRELOADED = (
     "pytest_timeout",
     "xdist.looponfail",
     "xdist.plugin",
+    "reference.__main__",  # what the references started through the socket import
 )
 #: The modules runs execute (``python -m``): imported for what they import, then dropped.
-_RUN_MODULES = frozenset({"conformance.run.cli"})
+_RUN_MODULES = frozenset({"conformance.run.cli", "reference.__main__"})
 #: How long the server may take to import :data:`PRELOADED` and say it is ready.
 _READY_TIMEOUT_S = 120.0
+#: The client that starts a module through the server's socket (module docstring).
+CLIENT = Path(__file__).with_name("fork_client.py")
+#: How long the server waits for a connected client's request: it sends it at once, and
+#: the server does nothing else meanwhile.
+_REQUEST_TIMEOUT_S = 5.0
+#: The largest request a client may send (its environment is most of it).
+MAX_REQUEST_BYTES = 1 << 20
 
 
 class RunTimeout(Exception):
@@ -86,8 +109,12 @@ def _no_rewrite_warning() -> None:
     AssertionRewritingHook._warn_already_imported = lambda self, name: None  # type: ignore[method-assign]
 
 
-def _child(request: Mapping[str, Any]) -> None:
-    """In the forked child: become the run, then exit with its status (never return)."""
+def _child(request: Mapping[str, Any], stdio: Sequence[int] | None = None) -> None:
+    """In the forked child: become the run, then exit with its status (never return).
+
+    Its standard streams are ``stdio`` (descriptors a client passed) when given, else
+    ``/dev/null`` and the request's ``stdout`` and ``stderr`` files.
+    """
     code = 1
     try:
         os.setpgid(0, 0)
@@ -95,19 +122,26 @@ def _child(request: Mapping[str, Any]) -> None:
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.set_wakeup_fd(-1)
-        with open(os.devnull, "rb") as null:
-            os.dup2(null.fileno(), 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            with open(path, "wb") as sink:
-                os.dup2(sink.fileno(), fd)
+        if stdio is not None:
+            for fd, given in enumerate(stdio):
+                os.dup2(given, fd)
+        else:
+            with open(os.devnull, "rb") as null:
+                os.dup2(null.fileno(), 0)
+            for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+                with open(path, "wb") as sink:
+                    os.dup2(sink.fileno(), fd)
         os.closerange(3, 256)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         sys.pycache_prefix = request["env"].get("PYTHONPYCACHEPREFIX") or None
+        # As python does: line by line when PYTHONUNBUFFERED asks it (the launcher reads
+        # the reference's "listening on" line from a pipe as soon as it is printed).
+        buffering = 1 if request["env"].get("PYTHONUNBUFFERED") else -1
         sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False, buffering=buffering)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=buffering)
         _no_rewrite_warning()
         module, args = request["module"], request["args"]
         sys.argv = [module, *args]
@@ -128,6 +162,24 @@ def _child(request: Mapping[str, Any]) -> None:
                 stream.flush()
     finally:
         os._exit(code)
+
+
+def _fork(request: Mapping[str, Any], stdio: Sequence[int] | None = None) -> int:
+    """Fork the child of ``request``; its pid, which is also its process group's id."""
+    pid = os.fork()
+    if pid == 0:
+        _child(request, stdio)
+    # The child makes itself a group too; doing it here as well means the group exists
+    # before anyone may try to kill it.
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)
+    return pid
+
+
+def _kill(pid: int) -> None:
+    """Kill the child ``pid`` and whatever it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _say(message: Mapping[str, Any]) -> None:
@@ -153,8 +205,35 @@ def _warm() -> None:
     gc.freeze()
 
 
-def serve() -> None:
-    """The server's loop: fork a child per request line, report starts and ends."""
+def _accept(listener: socket.socket) -> tuple[socket.socket, int] | None:
+    """Take one client's request from the socket and fork its child; the client's
+    connection and the child's pid (None for a client that sent no valid request, or left
+    before it learnt its child's pid: that child is killed)."""
+    connection, _ = listener.accept()
+    fds: list[int] = []
+    try:
+        connection.settimeout(_REQUEST_TIMEOUT_S)
+        message, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST_BYTES, 3)
+        if len(fds) == 3:
+            pid = _fork(json.loads(message), stdio=fds)
+            try:
+                connection.sendall(json.dumps({"pid": pid}).encode())
+            except OSError:
+                _kill(pid)
+                raise
+            return connection, pid
+    except (OSError, ValueError):
+        pass
+    finally:
+        for fd in fds:
+            os.close(fd)
+    connection.close()
+    return None
+
+
+def serve(socket_path: str) -> None:
+    """The server's loop: fork a child per request (a line on stdin, or a client on the
+    socket at ``socket_path``), report starts and ends to whoever asked."""
     for name in PRELOADED:
         importlib.import_module(name)
     _warm()
@@ -162,19 +241,26 @@ def serve() -> None:
     # does; left imported, runpy would warn that it was found in sys.modules.
     for name in [name for name in sys.modules if name in _RUN_MODULES]:
         del sys.modules[name]
+    assert threading.active_count() == 1, "the imports started a thread: forking is unsafe"
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     os.set_blocking(wake_read, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    running: dict[int, str] = {}
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(socket_path)
+    listener.listen(64)
+    listener.setblocking(False)
+    running: dict[int, str] = {}  # children of stdin requests: pid -> request id
+    clients: dict[int, socket.socket] = {}  # children of socket clients: pid -> client
     selector = selectors.DefaultSelector()
     selector.register(0, selectors.EVENT_READ, "request")
     selector.register(wake_read, selectors.EVENT_READ, "child")
+    selector.register(listener, selectors.EVENT_READ, "client")
     _say({"ready": True})
     pending = b""
     open_input = True
-    while open_input or running:
+    while open_input or running or clients:
         for key, _ in selector.select():
             if key.data == "request":
                 # Read the fd itself: a buffered readline could keep a second request in
@@ -188,36 +274,64 @@ def serve() -> None:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     request = json.loads(line)
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(request)
+                    pid = _fork(request)
                     running[pid] = request["id"]
                     _say({"id": request["id"], "pid": pid})
+            elif key.data == "client":
+                with contextlib.suppress(BlockingIOError):
+                    accepted = _accept(listener)
+                    if accepted is not None:
+                        connection, pid = accepted
+                        clients[pid] = connection
+                        selector.register(connection, selectors.EVENT_READ, pid)
+            elif isinstance(key.data, int):
+                # A client sends nothing after its request: readable means it is gone, and
+                # its child must not outlive it.
+                pid = key.data
+                connection = clients.pop(pid)
+                selector.unregister(connection)
+                connection.close()
+                _kill(pid)
             else:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_read, 512)
-                while running:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
+                while True:
+                    try:
+                        pid, status = os.waitpid(-1, os.WNOHANG)
+                    except ChildProcessError:  # no child left at all
+                        break
                     if pid == 0:
                         break
+                    code = os.waitstatus_to_exitcode(status)
                     run_id = running.pop(pid, None)
                     if run_id is not None:
-                        _say({"id": run_id, "returncode": os.waitstatus_to_exitcode(status)})
+                        _say({"id": run_id, "returncode": code})
+                    connection = clients.pop(pid, None)
+                    if connection is not None:
+                        selector.unregister(connection)
+                        with contextlib.suppress(OSError):
+                            connection.sendall(json.dumps({"returncode": code}).encode())
+                        connection.close()
 
 
 # --------------------------------------------------------------------------- client side
 
 
 class ForkServer:
-    """The client of one fork server process: :meth:`run` from any thread.
+    """The client of one fork server process: :meth:`run` from any thread, and
+    :meth:`command`, which starts a module through the server from anywhere.
 
     Close it (or use it as a context manager) to end the server: it exits once its
     running children have ended.
     """
 
     def __init__(self, env: Mapping[str, str]) -> None:
+        # A folder of its own for the socket: a short path (a Unix socket's is at most
+        # 107 bytes) that only this user can reach.
+        self._socket_dir = tempfile.TemporaryDirectory(prefix="fork-server-")
+        self._socket_path = str(Path(self._socket_dir.name) / "socket")
         self._process = subprocess.Popen(  # noqa: S603 (our interpreter, this file)
-            [sys.executable, __file__],
+            [sys.executable, __file__, self._socket_path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -235,6 +349,12 @@ class ForkServer:
         self._reader.start()
         if not self._ready.result(timeout=_READY_TIMEOUT_S):
             raise RuntimeError("the fork server ended before it was ready")
+
+    def command(self, module: str) -> tuple[str, ...]:
+        """The command line that runs ``python -m module`` as a child of the server (the
+        arguments follow it): ``fork_client.py`` stands in for that child. The client
+        needs only the standard library, so it starts without ``site`` (``-S``)."""
+        return (sys.executable, "-S", str(CLIENT), self._socket_path, module)
 
     def _read(self) -> None:
         for line in self._replies:
@@ -303,6 +423,7 @@ class ForkServer:
             self._process.wait(timeout=_READY_TIMEOUT_S)
         self._reader.join(timeout=_READY_TIMEOUT_S)
         self._replies.close()
+        self._socket_dir.cleanup()
 
     def __enter__(self) -> ForkServer:
         return self
@@ -312,4 +433,4 @@ class ForkServer:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from fork_server import ForkServer
+
+from conformance.run.launcher import REFERENCE_COMMAND_ENV
 
 __all__ = ["PYCACHE", "TAIL_CHARS", "SuiteRun", "run_command", "run_env", "run_suite"]
 
@@ -84,7 +87,8 @@ def run_command(
 ) -> SuiteRun:
     """Run *argv* (a run of the suite that writes its reports to *report_dir*): a
     subprocess, or, with a fork *server*, a child forked from it (*argv* must then be
-    ``[python, "-m", MODULE, ...]``)."""
+    ``[python, "-m", MODULE, ...]``) which starts its embedded reference through the
+    server too (``fork_server.py``)."""
     env = run_env()
     report_dir.parent.mkdir(parents=True, exist_ok=True)
     if server is None:
@@ -100,6 +104,7 @@ def run_command(
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     else:
         assert argv[1] == "-m", f"a fork server runs modules only: {argv}"
+        env[REFERENCE_COMMAND_ENV] = shlex.join(server.command("reference"))
         out, err = (report_dir.parent / f"{report_dir.name}.{n}.txt" for n in ("stdout", "stderr"))
         returncode = server.run(
             argv[2],

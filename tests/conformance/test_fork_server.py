@@ -1,11 +1,14 @@
 """The fault matrix's fork server (``fork_server.py``): a run is ``python -m`` in a child
 with its own working directory, environment and output, and a run past its deadline is
-killed."""
+killed; a module started through the socket (``fork_client.py``) writes to its client's
+streams, takes its signals, and does not outlive it."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,3 +67,60 @@ def test_runs_go_at_once_and_one_past_its_deadline_is_killed(
             timeout=1.0,
         )
     assert time.monotonic() - started < 30
+
+
+def _client(server: ForkServer, cwd: Path, *code: str) -> subprocess.Popen[str]:
+    """``python -m timeit`` of *code* started through the server's socket, as the launcher
+    starts the reference: stdout a pipe, the environment its own."""
+    return subprocess.Popen(  # noqa: S603 (our interpreter, the project's client)
+        [*server.command("timeit"), "-n", "1", "-r", "1", *code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env={"PYTHONUNBUFFERED": "1", "SEEN": "yes"},
+    )
+
+
+def _gone(pid: int, within: float = 30.0) -> bool:
+    """Whether process *pid* has ended (and been reaped) within *within* seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_module_started_through_the_socket_writes_to_the_clients_streams(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """The child has the client's directory, environment and standard streams, and the
+    client exits with the child's status."""
+    setup = "import os; print(os.getcwd(), os.environ['SEEN'], flush=True)"
+    client = _client(server, tmp_path, "-s", setup, "pass")
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 0, err
+    assert out.splitlines()[0] == f"{tmp_path} yes"
+    failing = _client(server, tmp_path, "raise SystemExit(7)")
+    _, err = failing.communicate(timeout=60)
+    assert failing.returncode == 1 and "SystemExit: 7" in err  # timeit reports the error
+
+
+def test_the_client_passes_sigterm_on_and_a_killed_client_takes_its_child_along(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    wait = ("-s", "import os; print(os.getpid(), flush=True)", "import time; time.sleep(60)")
+    for signum, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, None)):
+        client = _client(server, tmp_path, *wait)
+        assert client.stdout is not None
+        child = int(client.stdout.readline())
+        assert child != client.pid
+        client.send_signal(signum)
+        assert client.wait(timeout=30) == (status if status is not None else -signal.SIGKILL)
+        assert _gone(child), f"the child {child} outlived its client ({signum!r})"
+        client.stdout.close()
+        assert client.stderr is not None
+        client.stderr.close()

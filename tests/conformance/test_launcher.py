@@ -14,7 +14,12 @@ import dns.query
 import httpx
 import pytest
 
-from conformance.run.launcher import EmbeddedReference, LaunchError
+from conformance.run.launcher import (
+    REFERENCE_COMMAND_ENV,
+    EmbeddedReference,
+    LaunchError,
+    reference_command,
+)
 
 FAKE = (sys.executable, str(Path(__file__).with_name("fake_reference.py")))
 
@@ -92,10 +97,20 @@ def test_launcher_server_without_profile_is_an_error(fake_mode: pytest.MonkeyPat
     assert reference.pid is None
 
 
-def test_launcher_default_command_is_the_reference_module(tmp_path: Path) -> None:
+def test_launcher_default_command_is_the_reference_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(REFERENCE_COMMAND_ENV, raising=False)
     argv = EmbeddedReference(faults=["x"]).argv(tmp_path)
     assert argv[:4] == [sys.executable, "-m", "reference", "serve"]
     assert argv[-2:] == ["--fault", "x"]
+
+
+def test_the_environment_can_name_another_command_given_the_same_arguments() -> None:
+    assert reference_command({}) == (sys.executable, "-m", "reference")
+    assert reference_command({REFERENCE_COMMAND_ENV: "  "}) == reference_command({})
+    named = {REFERENCE_COMMAND_ENV: "/opt/py -S '/a b/client.py' reference"}
+    assert reference_command(named) == ("/opt/py", "-S", "/a b/client.py", "reference")
 
 
 def _resolve(address: tuple[str, int], name: str) -> list[str]:
