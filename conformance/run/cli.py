@@ -70,6 +70,7 @@ from conformance.run.commands import (
 )
 from conformance.run.launcher import EmbeddedReference, LaunchError
 from conformance.run.plugin import RUN_KEY
+from conformance.run.plugin.citations import collected_modules
 from conformance.run.plugin.run import reproduction
 from conformance.run.plugin.state import Preloaded
 from conformance.run.progress import RunProgress
@@ -106,11 +107,21 @@ DEFAULT_WORKERS = 8
 def workers_of(options: argparse.Namespace) -> int:
     """The run's workers: as given, else :data:`DEFAULT_WORKERS`; a budgeted run, else
     none (one process): its checks then run exactly cheapest first, where parallel
-    workers would each spend the budget on whatever check they had started."""
+    workers would each spend the budget on whatever check they had started.
+
+    A run restricted by --only/--area has no more workers than check modules it collects
+    (a worker runs a module at a time): one more would only start, import the suite and
+    stop, about two seconds of CPU each.
+    """
     if options.workers is not None:
-        return int(options.workers)
-    budgeted = options.budget_requests is not None or options.budget_credits is not None
-    return 0 if budgeted else DEFAULT_WORKERS
+        workers = int(options.workers)
+    else:
+        budgeted = options.budget_requests is not None or options.budget_credits is not None
+        workers = 0 if budgeted else DEFAULT_WORKERS
+    if workers > 0 and (options.only or options.area):
+        modules = collected_modules(load_catalog(), options.only, options.area)
+        workers = min(workers, len(modules))
+    return workers
 
 
 #: How long the run's DNS server waits, once pytest returned, for a process still using

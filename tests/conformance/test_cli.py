@@ -27,7 +27,9 @@ from conformance.run.cli import (
     exit_code,
     main,
     pytest_args,
+    workers_of,
 )
+from conformance.run.plugin.citations import OWN_CHECKS, collected_modules
 from conformance.target.profile import load_profile, template_text
 
 TIER = {
@@ -120,6 +122,23 @@ def test_pytest_args_pass_selection_and_workers(tmp_path: Path) -> None:
     assert "no:xdist" in budgeted, "a budgeted run goes cheapest first, in one process"
     default = pytest_args(_options(workers=None), tmp_path / "p.toml", tmp_path / "out")
     assert f"-n {DEFAULT_WORKERS} --dist loadfile" in " ".join(default)
+
+
+def test_a_restricted_run_has_no_more_workers_than_modules_it_collects() -> None:
+    """A worker runs a module at a time: a run of one requirement's checks starts as many
+    workers as modules cite it, however many are asked for."""
+    catalog = load_catalog()
+    citing = collected_modules(catalog, ["TIER-READ-01"], [])
+    assert 0 < len(citing) < DEFAULT_WORKERS
+    for asked in (None, DEFAULT_WORKERS):
+        assert workers_of(_options(only=["TIER-READ-01"], workers=asked)) == len(citing)
+    assert workers_of(_options(only=["TIER-READ-01"], workers=1)) == 1
+    assert workers_of(_options(only=["TIER-READ-01"], workers=0)) == 0
+    areas = collected_modules(catalog, [], ["SIG", "KEY"])
+    assert workers_of(_options(area=["SIG", "KEY"], workers=None)) == min(
+        DEFAULT_WORKERS, len(areas)
+    )
+    assert collected_modules(catalog, [], []) == sorted(OWN_CHECKS.glob("test_*.py"))
 
 
 def test_run_missing_profile_is_a_usage_error(

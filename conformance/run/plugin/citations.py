@@ -10,13 +10,13 @@ anything in its scope (:mod:`.preselect`).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Collection, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conformance.catalog import Requirement
+from conformance.catalog import Catalog, Requirement
 from conformance.run.plugin.preselect import may_cite, source_citations
 from conformance.run.plugin.state import RUN_KEY, RunState
 
@@ -26,7 +26,9 @@ __all__ = [
     "WORKER_DESELECTED",
     "WORKER_MAP",
     "cited",
+    "collected_modules",
     "in_scope",
+    "within",
 ]
 
 #: The requirement ids a test cites (set at collection).
@@ -54,11 +56,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     if collection_path.resolve().parent != OWN_CHECKS:
         return None
-    catalog = state.catalog
-    citations = source_citations(collection_path, catalog.ids)
-    if may_cite(citations, catalog.ids, lambda i: in_scope(state, catalog[i])):
+    if _may_collect(collection_path, state.catalog, state.only, state.areas):
         return None
     return True
+
+
+def _may_collect(
+    module: Path, catalog: Catalog, only: Collection[str], areas: Collection[str]
+) -> bool:
+    citations = source_citations(module, catalog.ids)
+    return may_cite(citations, catalog.ids, lambda i: within(only, areas, catalog[i]))
+
+
+def collected_modules(
+    catalog: Catalog, only: Collection[str], areas: Collection[str]
+) -> list[Path]:
+    """The suite's own check modules that a run restricted by ``only``/``areas`` collects
+    (every one when neither restricts it), read from their source as the run does."""
+    return [
+        module
+        for module in sorted(OWN_CHECKS.glob("test_*.py"))
+        if _may_collect(module, catalog, only, areas)
+    ]
 
 
 def _is_check(item: pytest.Item, dirs: Sequence[Path]) -> bool:
@@ -169,11 +188,17 @@ def pytest_collection_modifyitems(
         workeroutput[WORKER_MAP] = {k: list(v) for k, v in state.requirements_by_nodeid.items()}
 
 
+def within(only: Collection[str], areas: Collection[str], requirement: Requirement) -> bool:
+    """Whether --only (*only*) and --area (*areas*) put *requirement* in a run's scope
+    (all when neither is given)."""
+    if not only and not areas:
+        return True
+    return requirement.id in only or requirement.area in areas
+
+
 def in_scope(state: RunState, requirement: Requirement) -> bool:
     """Whether --only/--area put *requirement* in this run's scope (all when neither)."""
-    if not state.only and not state.areas:
-        return True
-    return requirement.id in state.only or requirement.area in state.areas
+    return within(state.only, state.areas, requirement)
 
 
 def _selected(state: RunState, ids: Iterable[str]) -> bool:
