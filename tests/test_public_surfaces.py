@@ -42,7 +42,9 @@ SURFACES = {
         "canary canary_listeners delivery_target dns_server endpoint final_events make_endpoint "
         "receiver"
     ),
-    "conformance.run.launcher": "REFERENCE_COMMAND_ENV EmbeddedReference LaunchError reference_command",
+    "conformance.run.launcher": (
+        "REFERENCE_COMMAND_ENV EmbeddedReference LaunchError reference_command"
+    ),
     "conformance.run.plugin": (
         "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"
     ),

@@ -1,10 +1,23 @@
 """Running the reference implementation as a process, and small HTTP helpers for its tests.
 
 Fixtures built on these live in ``tests/reference/conftest.py``.
+
+The tests start the reference a few hundred times, and half a second of the CPU of each
+start was its imports. So each test process has one fork server that has imported the
+reference (``tests/fork_server.py``), started with the first reference, and a reference
+is a child forked from it with ``serve``'s arguments, working directory and environment,
+writing to the pipe and file given here, as ``python -m reference`` would. The process
+this module holds is the server's client, which stands in for the reference: it passes
+SIGTERM on and ends as the reference ended. A crash (:meth:`RunningReference.stop` with
+SIGKILL) kills the reference itself, by the pid the client wrote, and the client then
+ends with it. A reference started under a *wrapper* (a command that must exec the
+reference in its own namespace) is still ``python -m reference``.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import queue
 import re
@@ -20,10 +33,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from fork_server import ForkServer
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 _LISTENING = re.compile(r"^listening on (http://\S+)$")
+_SERVER: ForkServer | None = None
+_SERVER_LOCK = threading.Lock()
+
+
+def _fork_server() -> ForkServer:
+    """This process's fork server of references, started on first use (module docstring)."""
+    global _SERVER
+    with _SERVER_LOCK:
+        if _SERVER is None:
+            _SERVER = ForkServer(os.environ, suite=False)
+            atexit.register(_SERVER.close)
+        return _SERVER
 
 
 @dataclass
@@ -35,6 +61,9 @@ class RunningReference:
     base_url: str
     profile: dict[str, Any]
     stderr_path: Path
+    #: Where the fork server's client wrote the reference's pid (None: ``process`` is the
+    #: reference itself).
+    pid_file: Path | None = None
     clients: list[httpx.Client] = field(default_factory=list)
 
     @property
@@ -77,7 +106,13 @@ class RunningReference:
             client.close()
         self.clients.clear()
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig == signal.SIGKILL and self.pid_file is not None:
+                # The client cannot pass SIGKILL on: kill the reference itself (only it,
+                # as a crash would), and the client ends once the reference has.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(self.pid_file.read_text(encoding="ascii")), sig)
+            else:
+                self.process.send_signal(sig)
             try:
                 self.process.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -99,9 +134,15 @@ def start_reference(
     """Start ``python -m reference serve`` with its state in ``directory``; *wrapper* is a
     command that execs its arguments (e.g. ``unshare -m sh -c ...``: the same process)."""
     directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.monotonic_ns()
+    pid_file = None if wrapper else directory / f"reference-{stamp}.pid"
+    command = (
+        [*wrapper, sys.executable, "-m", "reference"]
+        if pid_file is None
+        else list(_fork_server().command("reference", pid_file=pid_file))
+    )
     argv = [
-        *wrapper,
-        sys.executable, "-m", "reference", "serve", "--port", "0",
+        *command, "serve", "--port", "0",
         "--db", str(directory / "store.sqlite3"), "--allow-cidr", "127.0.0.1/32",
     ]  # fmt: skip
     if provision:
@@ -109,7 +150,7 @@ def start_reference(
     for fault in faults:
         argv += ["--fault", fault]
     argv += list(args)
-    stderr_path = directory / f"stderr-{time.monotonic_ns()}.log"
+    stderr_path = directory / f"stderr-{stamp}.log"
     with stderr_path.open("w", encoding="utf-8") as stderr:
         process = subprocess.Popen(  # noqa: S603 - our interpreter, fixed arguments
             argv,
@@ -151,7 +192,7 @@ def start_reference(
     profile: dict[str, Any] = {}
     if provision:
         profile = tomllib.loads((directory / "profile.toml").read_text(encoding="utf-8"))
-    return RunningReference(directory, process, base_url, profile, stderr_path)
+    return RunningReference(directory, process, base_url, profile, stderr_path, pid_file)
 
 
 def wait_for_status(

@@ -1,12 +1,13 @@
 """Start ``python -m MODULE ARGS`` as a child of a fork server (``fork_server.py``) and
-stand in for it: ``python -S fork_client.py SOCKET MODULE ARGS...``.
+stand in for it: ``python -S fork_client.py SOCKET [--pid-file PATH] MODULE ARGS...``.
 
 The client sends the server its arguments, working directory, environment and its three
 standard streams (the descriptors themselves, so the child writes where the client's
-caller reads), then waits. It passes SIGTERM and SIGINT on to the child and exits with the
-child's status (128 + the signal's number for a child a signal ended, as a shell reports
-it). If the client itself is killed, the server sees its connection close and kills the
-child.
+caller reads), then waits. It passes SIGTERM and SIGINT on to the child, and ends as the
+child ended: with its exit status, or killed by the same signal. If the client itself is
+killed, the server sees its connection close and kills the child. With ``--pid-file`` it
+writes the child's pid there once the child runs (for a caller that must kill the child
+itself, and know it dead when the client has ended).
 
 Only the standard library, and only what it needs: the client's own start is the cost a
 start through the server still pays.
@@ -25,7 +26,11 @@ REPLY_BYTES = 4096
 
 
 def main(argv: list[str]) -> int:
-    socket_path, module, *args = argv
+    socket_path, *rest = argv
+    pid_file = None
+    if rest[:1] == ["--pid-file"]:
+        pid_file, rest = rest[1], rest[2:]
+    module, *args = rest
     request = {"module": module, "args": args, "cwd": os.getcwd(), "env": dict(os.environ)}
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     connection.settimeout(START_TIMEOUT_S)
@@ -36,6 +41,9 @@ def main(argv: list[str]) -> int:
         print(f"fork_client: the server at {socket_path} did not start {module}", file=sys.stderr)
         return 1
     pid = json.loads(started)["pid"]
+    if pid_file is not None:
+        with open(pid_file, "w", encoding="ascii") as handle:
+            handle.write(str(pid))
 
     def forward(signum: int, _frame: object) -> None:
         try:
@@ -53,7 +61,12 @@ def main(argv: list[str]) -> int:
         print("fork_client: the server ended before the child", file=sys.stderr)
         return 1
     code = json.loads(ended)["returncode"]
-    return 128 - code if code < 0 else code
+    if code < 0:  # killed by a signal: end the same way, as the caller would have seen it
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        return 128 - code  # a signal that does not end a process: as a shell reports it
+    return int(code)
 
 
 if __name__ == "__main__":

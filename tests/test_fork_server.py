@@ -1,4 +1,4 @@
-"""The fault matrix's fork server (``fork_server.py``): a run is ``python -m`` in a child
+"""The tests' fork server (``fork_server.py``): a run is ``python -m`` in a child
 with its own working directory, environment and output, and a run past its deadline is
 killed; a module started through the socket (``fork_client.py``) writes to its client's
 streams, takes its signals, and does not outlive it."""
@@ -69,11 +69,13 @@ def test_runs_go_at_once_and_one_past_its_deadline_is_killed(
     assert time.monotonic() - started < 30
 
 
-def _client(server: ForkServer, cwd: Path, *code: str) -> subprocess.Popen[str]:
+def _client(
+    server: ForkServer, cwd: Path, *code: str, pid_file: Path | None = None
+) -> subprocess.Popen[str]:
     """``python -m timeit`` of *code* started through the server's socket, as the launcher
     starts the reference: stdout a pipe, the environment its own."""
     return subprocess.Popen(  # noqa: S603 (our interpreter, the project's client)
-        [*server.command("timeit"), "-n", "1", "-r", "1", *code],
+        [*server.command("timeit", pid_file=pid_file), "-n", "1", "-r", "1", *code],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -113,14 +115,32 @@ def test_the_client_passes_sigterm_on_and_a_killed_client_takes_its_child_along(
     server: ForkServer, tmp_path: Path
 ) -> None:
     wait = ("-s", "import os; print(os.getpid(), flush=True)", "import time; time.sleep(60)")
-    for signum, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, None)):
+    for signum in (signal.SIGTERM, signal.SIGKILL):
         client = _client(server, tmp_path, *wait)
         assert client.stdout is not None
         child = int(client.stdout.readline())
         assert child != client.pid
         client.send_signal(signum)
-        assert client.wait(timeout=30) == (status if status is not None else -signal.SIGKILL)
+        assert client.wait(timeout=30) == -signum, "the client ends as its child did"
         assert _gone(child), f"the child {child} outlived its client ({signum!r})"
         client.stdout.close()
         assert client.stderr is not None
         client.stderr.close()
+
+
+def test_the_client_says_its_childs_pid_and_ends_as_the_child_killed_by_a_signal(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """A caller that kills the child itself (a crash, in the reference's tests) knows it
+    dead once the client has ended, and sees the signal that ended it."""
+    pid_file = tmp_path / "child.pid"
+    wait = ("-s", "import os; print(os.getpid(), flush=True)", "import time; time.sleep(60)")
+    client = _client(server, tmp_path, *wait, pid_file=pid_file)
+    assert client.stdout is not None and client.stderr is not None
+    child = int(client.stdout.readline())
+    assert int(pid_file.read_text(encoding="ascii")) == child
+    os.killpg(child, signal.SIGKILL)
+    assert client.wait(timeout=30) == -signal.SIGKILL
+    assert _gone(child, within=0.0) or _gone(child)
+    client.stdout.close()
+    client.stderr.close()

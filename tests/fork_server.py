@@ -1,4 +1,4 @@
-"""A fork server for the fault matrix: runs of ``python -m MODULE ARGS`` that skip the
+"""A fork server for the project's tests: runs of ``python -m MODULE ARGS`` that skip the
 interpreter's start and the imports every run repeats.
 
 The fault matrix starts a run of the suite per fault, hundreds of them, and each spent
@@ -16,21 +16,23 @@ lock held by a thread that does not exist in it): one loop waits on its requests
 lines on stdin) and on ``SIGCHLD`` (through :func:`signal.set_wakeup_fd`), and writes a
 JSON line to stdout when a child starts (its pid) and when it ends (its exit status).
 
-Runs can also ask the server to start the reference for them. Each fault run starts its
-own reference, ``python -m reference serve ...``, and half a second of the CPU of that
-start was imports. The server therefore imports the reference too, and listens on a Unix
-socket for starts sent by ``fork_client.py``. The suite's launcher runs that client instead
-of ``python -m reference`` (``GENAPI_REFERENCE_COMMAND``, set in each run's environment).
-The client sends its arguments, working directory, environment and standard streams (the
-descriptors themselves), and the server forks a child that becomes the reference on them.
-The client stands in for that child: it passes SIGTERM and SIGINT on, and exits with the
-child's status. If the client dies (the launcher killed it, or a run's whole process
-group was killed at its deadline), the server kills the child: no reference outlives the
-run that started it.
+The reference can be started through the server too. Each fault run starts its own
+reference, ``python -m reference serve ...``, and so do most tests of the reference, and
+half a second of the CPU of each start was imports. The server therefore imports the
+reference as well, and listens on a Unix socket for starts sent by ``fork_client.py``:
+the suite's launcher runs that client instead of ``python -m reference``
+(``GENAPI_REFERENCE_COMMAND``, set in each fault run's environment), and
+``tests/reference/running_reference.py`` runs it where it would run ``python -m
+reference``. The client sends its arguments, working directory, environment and standard
+streams (the descriptors themselves), and the server forks a child that becomes the
+reference on them. The client stands in for that child: it passes SIGTERM and SIGINT on,
+and ends as the child ended (its exit status, or the same signal). If the client dies
+(the launcher killed it, or a run's whole process group was killed at its deadline), the
+server kills the child: no reference outlives the run that started it.
 
-:class:`ForkServer` is the client side of the runs: it starts the server, hands out runs
-from any thread and waits for each with a deadline, killing the run's process group if it
-passes.
+:class:`ForkServer` is the client side of the runs: it starts the server (importing the
+reference, and with ``suite`` the suite too), hands out runs from any thread and waits
+for each with a deadline, killing the run's process group if it passes.
 """
 
 from __future__ import annotations
@@ -53,12 +55,15 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["PRELOADED", "ForkServer", "RunTimeout"]
+__all__ = ["CLIENT", "REFERENCE_MODULES", "SUITE_MODULES", "ForkServer", "RunTimeout"]
 
-#: What the server imports before its first fork: what every run of the suite imports
-#: (its CLI, pytest and the plugins pytest loads, the libraries of the checks). Check
-#: modules are left out: pytest must import those itself, rewriting their asserts.
-PRELOADED = (
+#: What a server imports before its first fork: the reference, which it can start for a
+#: client of its socket (the module docstring).
+REFERENCE_MODULES = ("reference.__main__",)
+#: What a server for runs of the suite imports as well: what every run imports (its CLI,
+#: pytest and the plugins pytest loads, the libraries of the checks). Check modules are
+#: left out: pytest must import those itself, rewriting their asserts.
+SUITE_MODULES = (
     "conformance.run.cli",
     "conformance.run.plugin",
     "conformance.run.fixtures",
@@ -74,11 +79,10 @@ PRELOADED = (
     "pytest_timeout",
     "xdist.looponfail",
     "xdist.plugin",
-    "reference.__main__",  # what the references started through the socket import
 )
 #: The modules runs execute (``python -m``): imported for what they import, then dropped.
 _RUN_MODULES = frozenset({"conformance.run.cli", "reference.__main__"})
-#: How long the server may take to import :data:`PRELOADED` and say it is ready.
+#: How long the server may take to import its modules and say it is ready.
 _READY_TIMEOUT_S = 120.0
 #: The client that starts a module through the server's socket (module docstring).
 CLIENT = Path(__file__).with_name("fork_client.py")
@@ -101,7 +105,7 @@ def _no_rewrite_warning() -> None:
 
     pytest rewrites the asserts of every package of a distribution that has a pytest
     plugin, and warns (which the run's ``filterwarnings = error`` makes fatal) about one
-    already imported. The preloaded ones (:data:`PRELOADED`) keep their plain asserts,
+    already imported. The preloaded ones (:data:`SUITE_MODULES`) keep their plain asserts,
     which only matters to a failing assert inside those libraries' own code.
     """
     from _pytest.assertion.rewrite import AssertionRewritingHook
@@ -231,12 +235,17 @@ def _accept(listener: socket.socket) -> tuple[socket.socket, int] | None:
     return None
 
 
-def serve(socket_path: str) -> None:
+def serve(socket_path: str, *, suite: bool) -> None:
     """The server's loop: fork a child per request (a line on stdin, or a client on the
-    socket at ``socket_path``), report starts and ends to whoever asked."""
-    for name in PRELOADED:
+    socket at ``socket_path``), report starts and ends to whoever asked. ``suite``: import
+    and warm up the suite too (:data:`SUITE_MODULES`, :func:`_warm`)."""
+    for name in (*REFERENCE_MODULES, *SUITE_MODULES) if suite else REFERENCE_MODULES:
         importlib.import_module(name)
-    _warm()
+    if suite:
+        _warm()
+    else:
+        gc.collect()
+        gc.freeze()
     # The run's module itself is executed anew as __main__ in each child, as python -m
     # does; left imported, runpy would warn that it was found in sys.modules.
     for name in [name for name in sys.modules if name in _RUN_MODULES]:
@@ -325,13 +334,13 @@ class ForkServer:
     running children have ended.
     """
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], *, suite: bool = True) -> None:
         # A folder of its own for the socket: a short path (a Unix socket's is at most
         # 107 bytes) that only this user can reach.
         self._socket_dir = tempfile.TemporaryDirectory(prefix="fork-server-")
         self._socket_path = str(Path(self._socket_dir.name) / "socket")
         self._process = subprocess.Popen(  # noqa: S603 (our interpreter, this file)
-            [sys.executable, __file__, self._socket_path],
+            [sys.executable, __file__, self._socket_path, *(["--suite"] if suite else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -350,11 +359,13 @@ class ForkServer:
         if not self._ready.result(timeout=_READY_TIMEOUT_S):
             raise RuntimeError("the fork server ended before it was ready")
 
-    def command(self, module: str) -> tuple[str, ...]:
+    def command(self, module: str, *, pid_file: Path | None = None) -> tuple[str, ...]:
         """The command line that runs ``python -m module`` as a child of the server (the
-        arguments follow it): ``fork_client.py`` stands in for that child. The client
-        needs only the standard library, so it starts without ``site`` (``-S``)."""
-        return (sys.executable, "-S", str(CLIENT), self._socket_path, module)
+        arguments follow it): ``fork_client.py`` stands in for that child, and writes its
+        pid to ``pid_file`` when given. The client needs only the standard library, so it
+        starts without ``site`` (``-S``)."""
+        pid = ("--pid-file", str(pid_file)) if pid_file is not None else ()
+        return (sys.executable, "-S", str(CLIENT), self._socket_path, *pid, module)
 
     def _read(self) -> None:
         for line in self._replies:
@@ -433,4 +444,4 @@ class ForkServer:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], suite="--suite" in sys.argv[2:])
