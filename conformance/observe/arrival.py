@@ -12,7 +12,14 @@ nothing, so the HTTP server then reads the request as before. :func:`first_byte_
 (bounded) for the next request's first byte on a connection and returns its stamp on the
 ``time.monotonic()`` clock. Where there is no stamp to be had (a platform without it, a
 TLS socket, a request the server had already read ahead: HTTP pipelining) it returns
-``None`` and the caller takes the time it runs instead. (The receiver's server, werkzeug,
+``None`` and the caller takes the time it runs instead.
+
+Linux turns stamping on for the whole machine when a socket first asks for it, but, when
+no other socket holds it on, later, from a work queue: bytes that arrive meanwhile carry
+no stamp at all (seen on a loaded machine: a byte sent just after the option was set came
+without one). :func:`await_stamping` waits until the kernel stamps what it receives, so
+that the receiver, which asks for stamps as it starts, times its first delivery too.
+(The receiver's server, werkzeug,
 answers every request with ``Connection: close``, so a connection carries one request; the
 guards for kept-alive and read-ahead requests keep this true should that change.)
 """
@@ -27,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final
 
-__all__ = ["IDLE_SECONDS", "enable_stamps", "first_byte_at", "non_blocking"]
+__all__ = ["IDLE_SECONDS", "await_stamping", "enable_stamps", "first_byte_at", "non_blocking"]
 
 #: Linux's value; Python's socket module does not export the name.
 SO_TIMESTAMPNS: Final = int(getattr(socket, "SO_TIMESTAMPNS", 35))
@@ -41,6 +48,10 @@ IDLE_SECONDS: Final = 120.0
 #: Waits for a byte on one connection: each ends when the socket is readable (a byte or
 #: the close) or at the idle bound, so two suffice; a few more absorb spurious wake-ups.
 _MAX_WAITS: Final = 8
+#: How long :func:`await_stamping` waits for the kernel's stamps (normally milliseconds:
+#: the work that turns them on waits only for a free CPU), and how often it looks.
+STAMPING_WAIT_S: Final = 5.0
+_STAMPING_POLL_S: Final = 0.005
 
 
 def enable_stamps(connection: socket.socket) -> bool:
@@ -50,6 +61,30 @@ def enable_stamps(connection: socket.socket) -> bool:
     except (OSError, AttributeError):
         return False
     return True
+
+
+def await_stamping(timeout: float = STAMPING_WAIT_S) -> bool:
+    """Wait (at most *timeout* seconds) until the kernel stamps what sockets receive;
+    whether it does. Call it once a socket of one's own holds stamps on (the module's
+    docstring says why): a loopback connection made here sends itself a byte until one
+    comes stamped."""
+    deadline = time.monotonic() + timeout
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        with socket.create_connection(listener.getsockname()[:2], timeout=timeout) as client:
+            server, _ = listener.accept()
+            with server:
+                if not enable_stamps(server):
+                    return False
+                for _ in range(int(timeout / _STAMPING_POLL_S) + 1):
+                    client.sendall(b".")
+                    stamp = first_byte_at(server, lambda: False)
+                    server.recv(1)
+                    if stamp is not None:
+                        return True
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(_STAMPING_POLL_S)  # polling interval; the deadline bounds it
+    return False
 
 
 @contextmanager

@@ -47,7 +47,12 @@ from werkzeug import Request, Response
 from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.serving import WSGIRequestHandler
 
-from conformance.observe.arrival import enable_stamps, first_byte_at, non_blocking
+from conformance.observe.arrival import (
+    await_stamping,
+    enable_stamps,
+    first_byte_at,
+    non_blocking,
+)
 from conformance.observe.canary import Canary, CanaryHit, CanaryView
 from conformance.observe.serving import Serving
 from conformance.target.profile import ReceiverProfile
@@ -325,8 +330,10 @@ class _Server(HTTPServer):
         assert self.server is not None
         self.server.RequestHandlerClass = _StampingHandler
         # On the listener: accepted connections inherit it, and a request's first bytes,
-        # which may come before its handler runs, are stamped as they arrive.
-        enable_stamps(self.server.socket)
+        # which may come before its handler runs, are stamped as they arrive; from the
+        # first one on, once the kernel has turned stamping on (arrival.py says why).
+        if enable_stamps(self.server.socket):
+            await_stamping()
 
     def application(self, request: Request) -> Response:
         # The base class appends every (request, response) to self.log, which grows for

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance.observe.arrival import enable_stamps, first_byte_at
+from conformance.observe.arrival import await_stamping, enable_stamps, first_byte_at
 from conformance.observe.receiver import Receiver
 from conformance.target.profile import ReceiverProfile
 
@@ -31,6 +31,9 @@ def connected() -> Iterator[tuple[socket.socket, socket.socket]]:
         server.settimeout(5)
         if not enable_stamps(server):
             pytest.skip("this platform has no SO_TIMESTAMPNS")
+        # The kernel may turn stamping on only a moment after the option was set: the
+        # stimulus below must not race it.
+        assert await_stamping(), "the kernel stamps nothing this connection receives"
         yield server, client
 
 
