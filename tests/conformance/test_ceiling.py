@@ -76,6 +76,7 @@ def _run(
     return checks, took
 
 
+@pytest.mark.timeout(180)
 def test_a_check_going_at_the_ceiling_is_stopped_and_the_rest_not_run(
     pytester: pytest.Pytester,
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_check_going_at_the_ceiling_is_stopped_and_the_rest_not_run(
     assert took < 50, f"the run took {took:.0f} s"
 
 
+@pytest.mark.timeout(180)
 def test_the_workers_keep_the_controllers_deadline(pytester: pytest.Pytester) -> None:
     """Under xdist the deadline is the one fixed when the run started (a worker's start-up
     does not move it); how far the worker got by then depends on the machine."""
@@ -105,6 +107,7 @@ def test_the_workers_keep_the_controllers_deadline(pytester: pytest.Pytester) ->
     assert took < 50, f"the run took {took:.0f} s"
 
 
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("phase", ["setup", "teardown"])
 def test_a_fixture_going_at_the_ceiling_is_stopped_too(
     pytester: pytest.Pytester, phase: str

@@ -96,6 +96,7 @@ def _assert_survived(run: SuiteRun, html: str, peak: int, *, naming: str) -> Non
         ("redirect-loop", "302"),
     ],
 )
+@pytest.mark.timeout(RUN_CEILING + 60)
 def test_the_suite_survives_a_hostile_target(mode: str, naming: str, tmp_path: Path) -> None:
     run, html, peak = _run_against(mode, tmp_path)
     _assert_survived(run, html, peak, naming=naming)

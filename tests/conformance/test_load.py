@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance.load import (
     Record,
     judge_concurrency,
@@ -178,6 +180,7 @@ def _load(report_dir: Path, *extra: str) -> tuple[int, str, dict[str, str]]:
     return done.returncode, done.stdout, verdicts
 
 
+@pytest.mark.timeout(200)
 def test_load_verifies_the_reference_limit_with_locust_workers(tmp_path: Path) -> None:
     code, out, verdicts = _load(tmp_path / "ok", "--workers", "2")
     assert code == 0, out
@@ -194,6 +197,7 @@ DAILY = ("--daily-key", "low-daily")
 CONCURRENCY = ("--concurrency-key", "low-concurrency")
 
 
+@pytest.mark.timeout(200)
 def test_the_limits_hold_across_reference_processes(tmp_path: Path) -> None:
     code, out, verdicts = _load(tmp_path / "ok", *SCALED, *DAILY, *CONCURRENCY)
     assert code == 0, out
@@ -209,12 +213,14 @@ def test_the_limits_hold_across_reference_processes(tmp_path: Path) -> None:
     assert "the daily key: " in out and " requests from 4 workers, " in out, out
 
 
+@pytest.mark.timeout(200)
 def test_load_catches_a_limit_that_is_not_enforced(tmp_path: Path) -> None:
     code, out, verdicts = _load(tmp_path / "fault", *SCALED, "--fault", "rate-limit-never-enforced")
     assert code == 1, out
     assert verdicts["RATE-RPM-02"] == "fail", out
 
 
+@pytest.mark.timeout(200)
 def test_load_catches_a_daily_limit_that_is_not_enforced(tmp_path: Path) -> None:
     fault = ("--fault", "daily-request-limit-not-enforced")
     code, out, verdicts = _load(tmp_path / "fault", *SCALED, *DAILY, *fault)
@@ -223,6 +229,7 @@ def test_load_catches_a_daily_limit_that_is_not_enforced(tmp_path: Path) -> None
     assert verdicts["RATE-RPM-02"] == "pass", out
 
 
+@pytest.mark.timeout(200)
 def test_load_warns_of_generations_beyond_the_concurrency_limit(tmp_path: Path) -> None:
     fault = ("--fault", "concurrency-not-enforced")
     code, out, verdicts = _load(tmp_path / "fault", *CONCURRENCY, *fault)

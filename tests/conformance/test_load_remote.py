@@ -64,6 +64,7 @@ def _ended(worker: subprocess.Popen[str]) -> tuple[int, str]:
 ROLES = ("--key", "low-limit", "--daily-key", "low-daily")
 
 
+@pytest.mark.timeout(280)
 def test_records_of_workers_started_on_their_own_reach_the_master(
     profile: str, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_records_of_workers_started_on_their_own_reach_the_master(
     assert " requests from 2 workers, " in master.stdout, master.stdout  # the daily key's
 
 
+@pytest.mark.timeout(280)
 def test_a_master_whose_workers_never_come_is_a_usage_error(profile: str, tmp_path: Path) -> None:
     lonely = ("--workers", "0", "--expect-workers", "1", "--connect-timeout", "2")
     master = _master(profile, _free_port(), tmp_path, *lonely, "--key", "high-limit")
@@ -92,6 +94,7 @@ def test_a_master_whose_workers_never_come_is_a_usage_error(profile: str, tmp_pa
     assert "1 workers expected, not all connected to the master on 127.0.0.1:" in master.stderr
 
 
+@pytest.mark.timeout(280)
 def test_a_worker_told_other_roles_than_the_master_is_a_harness_error(
     profile: str, tmp_path: Path
 ) -> None:

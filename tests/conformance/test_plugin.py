@@ -192,6 +192,7 @@ def _run_under_xdist(checks: pytest.Pytester, report_dir: Path) -> pytest.RunRes
 
 # Nested xdist runs start (and, for the dying check, restart) workers: on a loaded machine
 # that takes minutes, hence the long subprocess timeouts (still under pytest-timeout).
+@pytest.mark.timeout(290)
 def test_plugin_under_xdist_gives_same_verdicts(checks: pytest.Pytester) -> None:
     checks.makepyfile(test_mixed=MIXED)
     checks.makepyfile(
@@ -281,6 +282,7 @@ def test_cites_unknown():
     )
 
 
+@pytest.mark.timeout(290)
 def test_plugin_unknown_requirement_id_fails_collection_under_xdist(
     checks: pytest.Pytester,
 ) -> None:
@@ -614,6 +616,7 @@ def test_plugin_runs_the_run_wide_module_last(checks: pytest.Pytester) -> None:
     assert not (report_dir / EVENTS_DIR).exists(), "the logs are removed at the end"
 
 
+@pytest.mark.timeout(290)
 def test_plugin_runs_the_run_wide_module_last_under_xdist(checks: pytest.Pytester) -> None:
     report_dir = _ordered_checks(checks)
     result = _run_under_xdist(checks, report_dir)
