@@ -5,9 +5,9 @@ The client sends the server its arguments, working directory, environment and it
 standard streams (the descriptors themselves, so the child writes where the client's
 caller reads), then waits. It passes SIGTERM and SIGINT on to the child, and ends as the
 child ended: with its exit status, or killed by the same signal. If the client itself is
-killed, the server sees its connection close and kills the child. With ``--pid-file`` it
-writes the child's pid there once the child runs (for a caller that must kill the child
-itself, and know it dead when the client has ended).
+killed, the server sees its connection close and kills the child. With ``--pid-file`` the
+child writes its pid there before it runs the module (for a caller that must kill the
+child itself, and know it dead when the client has ended).
 
 Only the standard library, and only what it needs: the client's own start is the cost a
 start through the server still pays.
@@ -31,7 +31,13 @@ def main(argv: list[str]) -> int:
     if rest[:1] == ["--pid-file"]:
         pid_file, rest = rest[1], rest[2:]
     module, *args = rest
-    request = {"module": module, "args": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = {
+        "module": module,
+        "args": args,
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "pid_file": pid_file,
+    }
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     connection.settimeout(START_TIMEOUT_S)
     connection.connect(socket_path)
@@ -41,9 +47,6 @@ def main(argv: list[str]) -> int:
         print(f"fork_client: the server at {socket_path} did not start {module}", file=sys.stderr)
         return 1
     pid = json.loads(started)["pid"]
-    if pid_file is not None:
-        with open(pid_file, "w", encoding="ascii") as handle:
-            handle.write(str(pid))
 
     def forward(signum: int, _frame: object) -> None:
         try:

@@ -136,6 +136,9 @@ def _child(request: Mapping[str, Any], stdio: Sequence[int] | None = None) -> No
                 with open(path, "wb") as sink:
                     os.dup2(sink.fileno(), fd)
         os.closerange(3, 256)
+        if request.get("pid_file"):
+            # Before the module runs: whoever reads the module's output can rely on it.
+            Path(request["pid_file"]).write_text(str(os.getpid()), encoding="ascii")
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -361,9 +364,9 @@ class ForkServer:
 
     def command(self, module: str, *, pid_file: Path | None = None) -> tuple[str, ...]:
         """The command line that runs ``python -m module`` as a child of the server (the
-        arguments follow it): ``fork_client.py`` stands in for that child, and writes its
-        pid to ``pid_file`` when given. The client needs only the standard library, so it
-        starts without ``site`` (``-S``)."""
+        arguments follow it): ``fork_client.py`` stands in for that child, which writes its
+        pid to ``pid_file`` (when given) before it runs the module. The client needs only
+        the standard library, so it starts without ``site`` (``-S``)."""
         pid = ("--pid-file", str(pid_file)) if pid_file is not None else ()
         return (sys.executable, "-S", str(CLIENT), self._socket_path, *pid, module)
 
