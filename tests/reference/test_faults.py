@@ -28,6 +28,9 @@ from reference.fault import Fault, Faults
 from reference.faults import FAULTS, UnknownFault, known
 from reference.tiers import load_tiers
 
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 CATALOG = Path(__file__).resolve().parents[2] / "conformance" / "requirements.yaml"
 PACKAGE = Path(reference.__file__).resolve().parent
 LOW = load_tiers().get("low-limit")

@@ -28,6 +28,9 @@ from reference.ratelimit import RateLimiter
 from reference.store import Store
 from reference.tiers import Tier, load_tiers
 
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 #: One process admitting ``attempts`` requests of one key; prints how many were admitted.
 _ADMITTER = textwrap.dedent(
     """

@@ -38,6 +38,9 @@ from tmpfs_mount import tmpfs_prefix
 from reference.clock import next_midnight
 from reference.tiers import load_tiers
 
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 JSON = {"Content-Type": "application/json"}
 
 

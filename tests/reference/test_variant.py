@@ -26,6 +26,9 @@ from reference.config import VARIANT, VARIANT_TIMER_SLACK_S, Choices
 from reference.errors import error_response
 from reference.tiers import load_tiers
 
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 #: Nothing listens on the discard port: a target there is valid and never answers.
 SILENT_TARGET = "http://127.0.0.1:9/variant"
 

@@ -13,6 +13,7 @@ import json
 import re
 
 import httpx
+import pytest
 from running_reference import (
     ReferenceFactory,
     RunningReference,
@@ -23,6 +24,9 @@ from running_reference import (
 from scripted_target import Arrival, Receiver, Reply
 
 from reference.auth import SESSION_COOKIE
+
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 #: The variant's delivery headers (choice header-brand).
 BRAND = "x-acme-"

@@ -21,7 +21,8 @@ from webhook_harness import (
     wait_until,
 )
 
-pytestmark = pytest.mark.anyio
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOLERANCE_S = 0.5
 

@@ -20,7 +20,8 @@ from webhook_harness import (
 
 from reference.faults import FAULTS
 
-pytestmark = pytest.mark.anyio
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 OWN_FAULTS = frozenset(
     {

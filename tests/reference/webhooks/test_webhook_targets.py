@@ -11,7 +11,8 @@ from reference.config import Config
 from reference.netguard import DnsServerResolver, HostsFileResolver, SystemResolver
 from reference.webhooks import policy_from_config
 
-pytestmark = pytest.mark.anyio
+# Its tests wait on real deliveries and processes: CI starts them early (tests/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 HOOK = "http://127.0.0.1:9/hook"
 CALLBACK = "http://127.0.0.1:9/callback"
