@@ -36,9 +36,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     CI runs the tests on xdist workers a module at a time (``--dist loadfile``), in this
     order (``scripts/check`` turns xdist's own reordering off). xdist would sort by the
-    number of tests alone and so start the longest test, a full run of the suite against
-    the reference's variant, among the last modules, where it alone outlasted the rest of
-    the session by minutes. A test that runs the suite declares a limit for it, and the
+    number of tests alone and so hand out the longest test, a full run of the suite
+    against the reference's variant (a module of seven tests), after every module with
+    more tests. A test that runs the suite declares a limit for it, and the
     limits rank the modules by how long they may take. Tests that mostly wait (on real
     deliveries, on processes) are marked ``slow``: started while the cores are busy with
     the long runs, their waits cost nothing, where at the end of the session they left the

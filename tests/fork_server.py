@@ -198,9 +198,7 @@ def _warm() -> None:
     """Compute once, before any fork, what every run computes alike and its modules cache:
     the catalog (parsed, validated against its schema and the spec's text) and which ids
     each check module may cite (a syntax tree read per module). Measured: 0.8 s of CPU a
-    run. The objects are then frozen out of the collector's reach: the children's
-    collections (pytest runs two at its end) no longer walk them, nor write to their pages.
-    """
+    run."""
     from conformance.catalog import load_catalog
     from conformance.run.plugin.citations import OWN_CHECKS
     from conformance.run.plugin.preselect import source_citations
@@ -208,8 +206,6 @@ def _warm() -> None:
     ids = load_catalog().ids
     for path in sorted(OWN_CHECKS.glob("test_*.py")):
         source_citations(path, ids)
-    gc.collect()
-    gc.freeze()
 
 
 def _accept(listener: socket.socket) -> tuple[socket.socket, int] | None:
@@ -246,9 +242,11 @@ def serve(socket_path: str, *, suite: bool) -> None:
         importlib.import_module(name)
     if suite:
         _warm()
-    else:
-        gc.collect()
-        gc.freeze()
+    # What was imported and computed is frozen out of the collector's reach: the
+    # children's collections (pytest runs two at its end) no longer walk it, nor write to
+    # its pages.
+    gc.collect()
+    gc.freeze()
     # The run's module itself is executed anew as __main__ in each child, as python -m
     # does; left imported, runpy would warn that it was found in sys.modules.
     for name in [name for name in sys.modules if name in _RUN_MODULES]:

@@ -13,7 +13,7 @@ finds it and attaches instead of binding the port themselves.
 The command that starts the reference is ``python -m reference`` unless the environment
 names another in :data:`REFERENCE_COMMAND_ENV` (split like a shell would): the project's
 fault matrix starts hundreds of references and has them forked from a process that
-imported the reference once (``tests/conformance/fork_server.py``) rather than paying
+imported the reference once (``tests/fork_server.py``) rather than paying
 half a second of imports each time; a user can run the reference under a profiler the
 same way. The command is given the same arguments either way.
 """

@@ -9,8 +9,8 @@ is a child forked from it with ``serve``'s arguments, working directory and envi
 writing to the pipe and file given here, as ``python -m reference`` would. The process
 this module holds is the server's client, which stands in for the reference: it passes
 SIGTERM on and ends as the reference ended. A crash (:meth:`RunningReference.stop` with
-SIGKILL) kills the reference itself, by the pid the client wrote, and the client then
-ends with it. A reference started under a *wrapper* (a command that must exec the
+SIGKILL) kills the reference itself, by the pid it wrote before it started, and the
+client then ends with it. A reference started under a *wrapper* (a command that must exec the
 reference in its own namespace) is still ``python -m reference``.
 """
 
@@ -61,8 +61,8 @@ class RunningReference:
     base_url: str
     profile: dict[str, Any]
     stderr_path: Path
-    #: Where the fork server's client wrote the reference's pid (None: ``process`` is the
-    #: reference itself).
+    #: Where the reference forked by the fork server wrote its pid (None: ``process`` is
+    #: the reference itself).
     pid_file: Path | None = None
     clients: list[httpx.Client] = field(default_factory=list)
 

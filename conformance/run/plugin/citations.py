@@ -28,7 +28,6 @@ __all__ = [
     "cited",
     "collected_modules",
     "in_scope",
-    "within",
 ]
 
 #: The requirement ids a test cites (set at collection).
@@ -65,7 +64,7 @@ def _may_collect(
     module: Path, catalog: Catalog, only: Collection[str], areas: Collection[str]
 ) -> bool:
     citations = source_citations(module, catalog.ids)
-    return may_cite(citations, catalog.ids, lambda i: within(only, areas, catalog[i]))
+    return may_cite(citations, catalog.ids, lambda i: _within(only, areas, catalog[i]))
 
 
 def collected_modules(
@@ -188,7 +187,7 @@ def pytest_collection_modifyitems(
         workeroutput[WORKER_MAP] = {k: list(v) for k, v in state.requirements_by_nodeid.items()}
 
 
-def within(only: Collection[str], areas: Collection[str], requirement: Requirement) -> bool:
+def _within(only: Collection[str], areas: Collection[str], requirement: Requirement) -> bool:
     """Whether --only (*only*) and --area (*areas*) put *requirement* in a run's scope
     (all when neither is given)."""
     if not only and not areas:
@@ -198,7 +197,7 @@ def within(only: Collection[str], areas: Collection[str], requirement: Requireme
 
 def in_scope(state: RunState, requirement: Requirement) -> bool:
     """Whether --only/--area put *requirement* in this run's scope (all when neither)."""
-    return within(state.only, state.areas, requirement)
+    return _within(state.only, state.areas, requirement)
 
 
 def _selected(state: RunState, ids: Iterable[str]) -> bool:
