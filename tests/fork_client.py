@@ -1,12 +1,13 @@
-"""Start ``python -m MODULE ARGS`` as a child of a fork server (``fork_server.py``) and
-stand in for it: ``python -S fork_client.py SOCKET [--pid-file PATH] MODULE ARGS...``.
+"""Start ``python PYTHON_ARGS`` as a child of a fork server (``fork_server.py``) and stand
+in for it: ``python -S fork_client.py SOCKET [--pid-file PATH] PYTHON_ARGS...``, where
+``PYTHON_ARGS`` is ``-m MODULE ARGS`` or ``[-u] [-B] -c CODE ARGS`` (the server runs those).
 
 The client sends the server its arguments, working directory, environment and its three
 standard streams (the descriptors themselves, so the child writes where the client's
 caller reads), then waits. It passes SIGTERM and SIGINT on to the child, and ends as the
 child ended: with its exit status, or killed by the same signal. If the client itself is
 killed, the server sees its connection close and kills the child. With ``--pid-file`` the
-child writes its pid there before it runs the module (for a caller that must kill the
+child writes its pid there before it runs its program (for a caller that must kill the
 child itself, and know it dead when the client has ended).
 
 Only the standard library, and only what it needs: the client's own start is the cost a
@@ -30,10 +31,8 @@ def main(argv: list[str]) -> int:
     pid_file = None
     if rest[:1] == ["--pid-file"]:
         pid_file, rest = rest[1], rest[2:]
-    module, *args = rest
     request = {
-        "module": module,
-        "args": args,
+        "argv": rest,
         "cwd": os.getcwd(),
         "env": dict(os.environ),
         "pid_file": pid_file,
@@ -44,7 +43,10 @@ def main(argv: list[str]) -> int:
     socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
     started = connection.recv(REPLY_BYTES)
     if not started:
-        print(f"fork_client: the server at {socket_path} did not start {module}", file=sys.stderr)
+        print(
+            f"fork_client: the server at {socket_path} did not start {' '.join(rest)[:80]}",
+            file=sys.stderr,
+        )
         return 1
     pid = json.loads(started)["pid"]
 

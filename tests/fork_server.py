@@ -21,14 +21,19 @@ reference, ``python -m reference serve ...``, and so do most tests of the refere
 half a second of the CPU of each start was imports. The server therefore imports the
 reference as well, and listens on a Unix socket for starts sent by ``fork_client.py``:
 the suite's launcher runs that client instead of ``python -m reference``
-(``GENAPI_REFERENCE_COMMAND``, set in each fault run's environment), and
+(``GENAPI_REFERENCE_COMMAND``, set in each run's environment), and
 ``tests/reference/running_reference.py`` runs it where it would run ``python -m
 reference``. The client sends its arguments, working directory, environment and standard
 streams (the descriptors themselves), and the server forks a child that becomes the
-reference on them. The client stands in for that child: it passes SIGTERM and SIGINT on,
+program on them. The client stands in for that child: it passes SIGTERM and SIGINT on,
 and ends as the child ended (its exit status, or the same signal). If the client dies
 (the launcher killed it, or a run's whole process group was killed at its deadline), the
 server kills the child: no reference outlives the run that started it.
+
+The client takes what ``python`` would: ``-m MODULE ARGS``, or ``-u -c CODE``, which is how
+pytest-xdist starts a worker (execnet then sends it its code over stdin and stdout). A
+run's workers are started that way (``GENAPI_WORKER_PYTHON``), and each is spared the two
+seconds of importing the suite that a full run's eight workers otherwise spend.
 
 :class:`ForkServer` is the client side of the runs: it starts the server (importing the
 reference, and with ``suite`` the suite too), hands out runs from any thread and waits
@@ -50,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -80,6 +86,8 @@ SUITE_MODULES = (
     "xdist.looponfail",
     "xdist.plugin",
 )
+#: The flags of ``python`` a child honours (:func:`_python_args`).
+_FLAGS = frozenset({"-u", "-B"})
 #: The modules runs execute (``python -m``): imported for what they import, then dropped.
 _RUN_MODULES = frozenset({"conformance.run.cli", "reference.__main__"})
 #: How long the server may take to import its modules and say it is ready.
@@ -113,6 +121,37 @@ def _no_rewrite_warning() -> None:
     AssertionRewritingHook._warn_already_imported = lambda self, name: None  # type: ignore[method-assign]
 
 
+def _python_args(argv: Sequence[str]) -> tuple[frozenset[str], str, str, list[str]]:
+    """A ``python`` command line, read as a child can run it: its flags (``-u``, ``-B``),
+    ``-m`` or ``-c`` with the module or the code, and the program's arguments.
+
+    Those are the two forms the runs need: ``python -m MODULE`` (the suite, the reference)
+    and pytest-xdist's ``python -u -c CODE`` (a worker: execnet sends it its code on
+    stdin). Anything else is refused rather than run differently from ``python``.
+    """
+    flags: set[str] = set()
+    index = 0
+    while index < len(argv) and argv[index] in _FLAGS:
+        flags.add(argv[index])
+        index += 1
+    if len(argv) - index < 2 or argv[index] not in ("-m", "-c"):
+        raise ValueError(f"a fork server runs `python [-u] [-B] -m MODULE|-c CODE ...`: {argv}")
+    return frozenset(flags), argv[index], argv[index + 1], list(argv[index + 2 :])
+
+
+def _run_program(flags: frozenset[str], kind: str, target: str, args: list[str]) -> None:
+    """Run ``python FLAGS KIND TARGET ARGS`` in this process, as the interpreter would."""
+    sys.dont_write_bytecode = "-B" in flags
+    if kind == "-m":
+        sys.argv = [target, *args]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = ["-c", *args]
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(target, "<string>", "exec"), main.__dict__)  # noqa: S102 (python -c)
+
+
 def _child(request: Mapping[str, Any], stdio: Sequence[int] | None = None) -> None:
     """In the forked child: become the run, then exit with its status (never return).
 
@@ -137,29 +176,34 @@ def _child(request: Mapping[str, Any], stdio: Sequence[int] | None = None) -> No
                     os.dup2(sink.fileno(), fd)
         os.closerange(3, 256)
         if request.get("pid_file"):
-            # Before the module runs: whoever reads the module's output can rely on it.
+            # Before the program runs: whoever reads its output can rely on it.
             Path(request["pid_file"]).write_text(str(os.getpid()), encoding="ascii")
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         sys.pycache_prefix = request["env"].get("PYTHONPYCACHEPREFIX") or None
-        # As python does: line by line when PYTHONUNBUFFERED asks it (the launcher reads
-        # the reference's "listening on" line from a pipe as soon as it is printed).
-        buffering = 1 if request["env"].get("PYTHONUNBUFFERED") else -1
+        try:
+            flags, kind, target, args = _python_args(request["argv"])
+        except ValueError as refused:
+            os.write(2, f"fork_server: {refused}\n".encode())
+            code = 2  # python's status for a usage error; the finally below exits with it
+            return
+        # As python does: unbuffered with -u, line by line when PYTHONUNBUFFERED asks it
+        # (the launcher reads the reference's "listening on" line from a pipe as soon as it
+        # is printed).
+        buffering = 1 if "-u" in flags or request["env"].get("PYTHONUNBUFFERED") else -1
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False, buffering=buffering)
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=buffering)
         _no_rewrite_warning()
-        module, args = request["module"], request["args"]
-        sys.argv = [module, *args]
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            _run_program(flags, kind, target, args)
             code = 0
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
             if not isinstance(done.code, int | None):
                 print(done.code, file=sys.stderr)
-        except BaseException:  # the child's last word, as python -m says it
+        except BaseException:  # the child's last word, as python says it
             import traceback
 
             traceback.print_exc()
@@ -360,13 +404,19 @@ class ForkServer:
         if not self._ready.result(timeout=_READY_TIMEOUT_S):
             raise RuntimeError("the fork server ended before it was ready")
 
+    def python(self, *, pid_file: Path | None = None) -> tuple[str, ...]:
+        """The command line that stands in for ``python`` run as a child of the server: it
+        takes ``-m MODULE ARGS`` or ``[-u] [-B] -c CODE ARGS`` after it.
+        ``fork_client.py`` stands in for the child, which writes its pid to ``pid_file``
+        (when given) before it runs its program. The client needs only the standard
+        library, so it starts without ``site`` (``-S``)."""
+        pid = ("--pid-file", str(pid_file)) if pid_file is not None else ()
+        return (sys.executable, "-S", str(CLIENT), self._socket_path, *pid)
+
     def command(self, module: str, *, pid_file: Path | None = None) -> tuple[str, ...]:
         """The command line that runs ``python -m module`` as a child of the server (the
-        arguments follow it): ``fork_client.py`` stands in for that child, which writes its
-        pid to ``pid_file`` (when given) before it runs the module. The client needs only
-        the standard library, so it starts without ``site`` (``-S``)."""
-        pid = ("--pid-file", str(pid_file)) if pid_file is not None else ()
-        return (sys.executable, "-S", str(CLIENT), self._socket_path, *pid, module)
+        arguments follow it); see :meth:`python`."""
+        return (*self.python(pid_file=pid_file), "-m", module)
 
     def _read(self) -> None:
         for line in self._replies:
@@ -407,8 +457,7 @@ class ForkServer:
             self._started[run_id], self._ended[run_id] = started, ended
             request = {
                 "id": run_id,
-                "module": module,
-                "args": list(args),
+                "argv": ["-m", module, *args],
                 "cwd": str(cwd),
                 "env": dict(env),
                 "stdout": str(stdout),

@@ -144,3 +144,48 @@ def test_the_client_says_its_childs_pid_and_ends_as_the_child_killed_by_a_signal
     assert _gone(child, within=0.0) or _gone(child)
     client.stdout.close()
     client.stderr.close()
+
+
+def test_the_client_stands_in_for_python_dash_c_reading_its_stdin_as_execnet_does(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """pytest-xdist starts a worker as ``python -u -c CODE`` and talks to it over its
+    stdin and stdout: through the server, the code runs as ``__main__`` with
+    ``sys.argv == ["-c", ...]``, reads what the caller writes and answers at once."""
+    code = (
+        "import sys; assert __name__ == '__main__', __name__; "
+        "print(sys.argv[1:], sys.dont_write_bytecode, flush=False); "
+        "print(sys.stdin.readline().strip().upper())"
+    )
+    client = subprocess.Popen(  # noqa: S603 (our interpreter, the project's client)
+        [*server.python(), "-u", "-B", "-c", code, "one", "two"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={},
+    )
+    assert client.stdin is not None and client.stdout is not None
+    assert client.stdout.readline() == "['one', 'two'] True\n", "-u: written at once"
+    out, err = client.communicate("ping\n", timeout=60)
+    assert client.returncode == 0, err
+    assert out == "PING\n"
+
+
+def test_the_server_refuses_what_python_would_run_differently(
+    server: ForkServer, tmp_path: Path
+) -> None:
+    """Only ``-m`` and ``-c`` (after ``-u``/``-B``) are run; anything else is refused with
+    the forms it takes, never run as something else."""
+    client = subprocess.run(  # noqa: S603 (our interpreter, the project's client)
+        [*server.python(), "-X", "dev", "-c", "pass"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={},
+        timeout=60,
+        check=False,
+    )
+    assert client.returncode == 2
+    assert "-m MODULE|-c CODE" in client.stderr, client.stderr

@@ -46,7 +46,8 @@ SURFACES = {
         "REFERENCE_COMMAND_ENV EmbeddedReference LaunchError reference_command"
     ),
     "conformance.run.plugin": (
-        "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY RunState is_warning run_state"
+        "CHECK_RESULT_KEY NEEDS_MARKERS REQUIREMENTS_KEY RUN_KEY WORKER_PYTHON_ENV RunState "
+        "is_warning run_state"
     ),
     "conformance.secrets": "MASK_PATTERN SENSITIVE_FIELDS Redactor Secret mask_for redact_logs",
     "conformance.target.client": (

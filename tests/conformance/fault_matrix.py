@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fork_server import ForkServer
-from suite_run import TAIL_CHARS, SuiteRun, run_env, run_suite
+from suite_run import TAIL_CHARS, SuiteRun, run_suite
 
 from conformance.run.cli import EXIT_FAILED
 
@@ -191,7 +190,6 @@ class FaultRuns:
         self, base: Path, faults: Sequence[RegisteredFault], lookahead: int = LOOKAHEAD
     ) -> None:
         self._base = base
-        self._server = ForkServer(run_env())
         self._pool = ThreadPoolExecutor(max_workers=lookahead, thread_name_prefix="fault-run")
         self._lock = threading.Lock()
         self._futures: dict[str, Future[SuiteRun]] = {}
@@ -209,7 +207,6 @@ class FaultRuns:
                     only=[fault.requirement_id],
                     workers=0,
                     timeout=FAULT_RUN_TIMEOUT_S,
-                    server=self._server,
                 )
                 self._futures[fault.name] = future
             return future
@@ -223,7 +220,6 @@ class FaultRuns:
         """Drop the runs not started (a test selection or an interrupt ended early) and
         wait for the ones going: each is bounded by its subprocess timeout."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._server.close()
 
 
 def fault_is_caught_test(part: Sequence[int]) -> Callable[[RegisteredFault, FaultRuns], None]:

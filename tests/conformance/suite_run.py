@@ -1,5 +1,11 @@
-"""Runs of the suite as a user starts them: a subprocess, its exit code, its output and the
-``results.json`` it wrote.
+"""Runs of the suite as a user starts them: a process of its own, its exit code, its output
+and the ``results.json`` it wrote.
+
+A run is a child of this test process's fork server (:func:`shared_server`, see
+``fork_server.py``), and so are the reference it starts and its pytest-xdist workers: each
+of those would otherwise spend about two seconds of CPU importing what the server imported
+once. ``plain=True`` runs it as a plain ``python -m`` subprocess instead, for the tests
+that prove that path.
 
 The subprocess works in the report directory's parent (nothing lands in the checkout), and
 ``GENAPI_PROFILE`` is dropped from its environment, so a run without ``--profile`` always
@@ -13,12 +19,14 @@ and rewriting it anew in each cost about two seconds of CPU per run.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +35,17 @@ from typing import Any
 from fork_server import ForkServer
 
 from conformance.run.launcher import REFERENCE_COMMAND_ENV
+from conformance.run.plugin import WORKER_PYTHON_ENV
 
-__all__ = ["PYCACHE", "TAIL_CHARS", "SuiteRun", "run_command", "run_env", "run_suite"]
+__all__ = [
+    "PYCACHE",
+    "TAIL_CHARS",
+    "SuiteRun",
+    "run_command",
+    "run_env",
+    "run_suite",
+    "shared_server",
+]
 
 #: How much of a run's output a failure message quotes.
 TAIL_CHARS = 2000
@@ -38,6 +55,8 @@ PYCACHE = Path(tempfile.gettempdir()) / "genapi-conformance-runs-pycache"
 #: Dropped from a run's environment: the profile (see above), and the switch that would
 #: stop it caching compiled modules.
 _DROPPED = frozenset({"GENAPI_PROFILE", "PYTHONDONTWRITEBYTECODE"})
+_shared: list[ForkServer] = []
+_shared_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -82,16 +101,27 @@ def run_env() -> dict[str, str]:
     return env
 
 
+def shared_server() -> ForkServer:
+    """This process's fork server for runs of the suite, started on first use (about two
+    seconds of CPU, what the first run through it saves already) and ended with the
+    process."""
+    with _shared_lock:
+        if not _shared:
+            server = ForkServer(run_env())
+            atexit.register(server.close)
+            _shared.append(server)
+        return _shared[0]
+
+
 def run_command(
-    argv: Sequence[str], report_dir: Path, *, timeout: float, server: ForkServer | None = None
+    argv: Sequence[str], report_dir: Path, *, timeout: float, plain: bool = False
 ) -> SuiteRun:
-    """Run *argv* (a run of the suite that writes its reports to *report_dir*): a
-    subprocess, or, with a fork *server*, a child forked from it (*argv* must then be
-    ``[python, "-m", MODULE, ...]``) which starts its embedded reference through the
-    server too (``fork_server.py``)."""
+    """Run *argv* (``[python, "-m", MODULE, ...]``, a run of the suite that writes its
+    reports to *report_dir*) as a child of :func:`shared_server`, the reference it starts
+    and its workers too; with *plain*, as a subprocess of its own."""
     env = run_env()
     report_dir.parent.mkdir(parents=True, exist_ok=True)
-    if server is None:
+    if plain:
         done = subprocess.run(  # noqa: S603 (our own interpreter and module)
             argv,
             capture_output=True,
@@ -104,7 +134,9 @@ def run_command(
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     else:
         assert argv[1] == "-m", f"a fork server runs modules only: {argv}"
+        server = shared_server()
         env[REFERENCE_COMMAND_ENV] = shlex.join(server.command("reference"))
+        env[WORKER_PYTHON_ENV] = shlex.join(server.python())
         out, err = (report_dir.parent / f"{report_dir.name}.{n}.txt" for n in ("stdout", "stderr"))
         returncode = server.run(
             argv[2],
@@ -130,11 +162,11 @@ def run_suite(
     only: Sequence[str] = (),
     workers: int | None = None,
     timeout: float,
-    server: ForkServer | None = None,
+    plain: bool = False,
 ) -> SuiteRun:
-    """``genapi-conformance run`` in a subprocess, with *args* (against the embedded
-    reference unless they give a ``--profile``); ``workers=None`` keeps the CLI's default
-    (two xdist workers, as users run it); a fork *server* runs it as its child."""
+    """``genapi-conformance run`` in a process of its own (:func:`run_command`), with *args*
+    (against the embedded reference unless they give a ``--profile``); ``workers=None``
+    keeps the CLI's default, as users run it."""
     argv = [sys.executable, "-m", "conformance.run.cli", "run", "--report-dir", str(report_dir)]
     argv += args
     for name in faults:
@@ -143,4 +175,4 @@ def run_suite(
         argv += ["--only", requirement_id]
     if workers is not None:
         argv += ["--workers", str(workers)]
-    return run_command(argv, report_dir, timeout=timeout, server=server)
+    return run_command(argv, report_dir, timeout=timeout, plain=plain)

@@ -623,3 +623,21 @@ def test_plugin_runs_the_run_wide_module_last_under_xdist(checks: pytest.Pyteste
     result.assert_outcomes(passed=3)
     assert _verdicts(report_dir)[INTERP[0]] == "pass"
     assert not (report_dir / EVENTS_DIR).exists()
+
+
+def test_worker_python_from_the_environment_is_what_execnet_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``GENAPI_WORKER_PYTHON`` becomes each popen worker's Python (the command execnet
+    starts with ``-u -c CODE``); unset, the specs are left as pytest-xdist made them."""
+    import execnet
+    from execnet.gateway_io import popen_args
+
+    specs = [execnet.XSpec("popen"), execnet.XSpec("popen")]
+    monkeypatch.delenv(plugin.WORKER_PYTHON_ENV, raising=False)
+    plugin.pytest_xdist_setupnodes(config=None, specs=specs)  # type: ignore[arg-type]
+    assert [spec.python for spec in specs] == [None, None]
+    monkeypatch.setenv(plugin.WORKER_PYTHON_ENV, "/opt/py -S /tmp/client.py /tmp/sock")
+    plugin.pytest_xdist_setupnodes(config=None, specs=specs)  # type: ignore[arg-type]
+    for spec in specs:
+        assert popen_args(spec)[:5] == ["/opt/py", "-S", "/tmp/client.py", "/tmp/sock", "-u"]

@@ -33,7 +33,8 @@ cite no requirement and live outside the checks folders are not touched.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,7 @@ __all__ = [
     "NEEDS_MARKERS",
     "REQUIREMENTS_KEY",
     "RUN_KEY",
+    "WORKER_PYTHON_ENV",
     "RunState",
     "is_warning",
     "run_state",
@@ -169,6 +171,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist (controller): ``--dist loadfile`` starts the chains first and runs the
     run-wide check last (:mod:`.schedule`)."""
     return schedule.scheduler(config, log)
+
+
+#: The environment variable that names the Python a run's pytest-xdist workers start with
+#: (this interpreter when unset): a command line, split like a shell would, that takes what
+#: ``python`` would (``-u -c CODE``). The project's tests have the workers forked from a
+#: process that imported the suite once (``tests/fork_server.py``), as they have the
+#: reference (``GENAPI_REFERENCE_COMMAND``); a user can run the workers under a profiler
+#: the same way.
+WORKER_PYTHON_ENV = "GENAPI_WORKER_PYTHON"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None:
+    """pytest-xdist (controller): the workers' Python is :data:`WORKER_PYTHON_ENV`'s, when
+    it is set (execnet starts ``spec.python`` for a ``popen`` worker)."""
+    python = os.environ.get(WORKER_PYTHON_ENV)
+    if python:
+        for spec in specs:
+            spec.python = python
 
 
 @pytest.hookimpl(optionalhook=True)
