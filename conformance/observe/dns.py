@@ -44,7 +44,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import stat
 import tempfile
@@ -192,9 +191,14 @@ class _Zone:
             self.path(full).unlink()
 
     def clear(self) -> None:
-        """Forget every name and query (a fresh zone: nobody else uses it)."""
-        shutil.rmtree(self.names)
-        self.names = _private_dir(self.directory / "names")
+        """Forget every name and query (a fresh zone: nobody else uses it yet).
+
+        The folder of names stays, emptied: a process about to join may be checking it at
+        that moment (:func:`_private_dir`), before it waits for the lock that makes it a
+        user of the zone.
+        """
+        for entry in self.names.iterdir():
+            entry.unlink(missing_ok=True)  # only files live there (names, partial writes)
         self.log.write_bytes(b"")
 
     def append(self, query: DnsQuery) -> None:

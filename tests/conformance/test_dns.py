@@ -334,6 +334,26 @@ def test_a_zone_nobody_uses_starts_empty_and_one_in_use_is_kept(tmp_path: Path) 
         again.stop()
 
 
+def test_a_zone_nobody_uses_is_emptied_in_place(tmp_path: Path) -> None:
+    """A run that starts alone empties the folder of names but keeps the folder itself: a
+    process joining at that moment may be checking it, before it waits for its turn (found
+    missing, that worker failed its set-up under xdist)."""
+    zone = tmp_path / "zone"
+    first = DnsServer.join(DOMAIN, "127.0.0.1", free_udp_port(), zone_dir=zone)
+    first.set("stale", ["127.0.0.1"])
+    first.stop()
+    seen = os.open(zone / "names", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        again = DnsServer.join(DOMAIN, "127.0.0.1", free_udp_port(), zone_dir=zone)
+        try:
+            assert os.fstat(seen).st_nlink > 0, "the folder a joining process saw was removed"
+            assert os.listdir(zone / "names") == []
+        finally:
+            again.stop()
+    finally:
+        os.close(seen)
+
+
 def test_the_zone_directory_must_be_private(tmp_path: Path) -> None:
     """A zone steers where the IUT connects: nobody else may write to it."""
     shared = tmp_path / "shared"
