@@ -1,5 +1,6 @@
-"""A fork server for the project's tests: runs of ``python -m MODULE ARGS`` that skip the
-interpreter's start and the imports every run repeats.
+"""A fork server for the project's tests: runs of ``python -m MODULE ARGS`` (and of
+``python -u -c CODE``, below) that skip the interpreter's start and the imports every run
+repeats.
 
 The fault matrix starts a run of the suite per fault, hundreds of them, and each spent
 about two seconds of CPU importing the same modules (pytest, its plugins, httpx,
