@@ -43,6 +43,7 @@ for each with a deadline, killing the run's process group if it passes.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -63,7 +64,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["CLIENT", "REFERENCE_MODULES", "SUITE_MODULES", "ForkServer", "RunTimeout"]
+__all__ = ["CLIENT", "REFERENCE_MODULES", "SUITE_MODULES", "ForkServer", "RunTimeout", "shared"]
 
 #: What a server imports before its first fork: the reference, which it can start for a
 #: client of its socket (the module docstring).
@@ -503,6 +504,22 @@ class ForkServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_SHARED: dict[bool, ForkServer] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(env: Mapping[str, str], *, suite: bool) -> ForkServer:
+    """This process's fork server of its kind (with ``suite``, the suite's as well as the
+    reference's; else the reference's only), started with *env* on first use and closed
+    when the process exits: every caller in the process shares it."""
+    with _SHARED_LOCK:
+        server = _SHARED.get(suite)
+        if server is None:
+            server = _SHARED[suite] = ForkServer(env, suite=suite)
+            atexit.register(server.close)
+        return server
 
 
 if __name__ == "__main__":

@@ -12,16 +12,15 @@ nothing, so the HTTP server then reads the request as before. :func:`first_byte_
 (bounded) for the next request's first byte on a connection and returns its stamp on the
 ``time.monotonic()`` clock. Where there is no stamp to be had (a platform without it, a
 TLS socket, a request the server had already read ahead: HTTP pipelining) it returns
-``None`` and the caller takes the time it runs instead.
+``None`` and the caller takes the time it runs instead. (The receiver's server, werkzeug,
+answers every request with ``Connection: close``, so a connection carries one request; the
+guards for kept-alive and read-ahead requests keep this true should that change.)
 
 Linux turns stamping on for the whole machine when a socket first asks for it, but, when
 no other socket holds it on, later, from a work queue: bytes that arrive meanwhile carry
 no stamp at all (seen on a loaded machine: a byte sent just after the option was set came
 without one). :func:`await_stamping` waits until the kernel stamps what it receives, so
 that the receiver, which asks for stamps as it starts, times its first delivery too.
-(The receiver's server, werkzeug,
-answers every request with ``Connection: close``, so a connection carries one request; the
-guards for kept-alive and read-ahead requests keep this true should that change.)
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Runs of the suite as a user starts them: a process of its own, its exit code, its output
 and the ``results.json`` it wrote.
 
-A run is a child of this test process's fork server (:func:`shared_server`, see
-``fork_server.py``), and so are the reference it starts and its pytest-xdist workers: each
-of those would otherwise spend about two seconds of CPU importing what the server imported
-once. ``plain=True`` runs it as a plain ``python -m`` subprocess instead, for the tests
-that prove that path.
+A run is a child of this test process's fork server (``fork_server.shared``), and so are
+the reference it starts and its pytest-xdist workers: each of those would otherwise spend
+about two seconds of CPU importing what the server imported once. ``plain=True`` runs it
+as a plain ``python -m`` subprocess instead, for the tests that prove that path.
 
-The subprocess works in the report directory's parent (nothing lands in the checkout), and
+The run works in the report directory's parent (nothing lands in the checkout), and
 ``GENAPI_PROFILE`` is dropped from its environment, so a run without ``--profile`` always
 starts the embedded reference.
 
@@ -19,20 +18,18 @@ and rewriting it anew in each cost about two seconds of CPU per run.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fork_server import ForkServer
+import fork_server
 
 from conformance.run.launcher import REFERENCE_COMMAND_ENV
 from conformance.run.plugin import WORKER_PYTHON_ENV
@@ -44,7 +41,6 @@ __all__ = [
     "run_command",
     "run_env",
     "run_suite",
-    "shared_server",
 ]
 
 #: How much of a run's output a failure message quotes.
@@ -55,8 +51,6 @@ PYCACHE = Path(tempfile.gettempdir()) / "genapi-conformance-runs-pycache"
 #: Dropped from a run's environment: the profile (see above), and the switch that would
 #: stop it caching compiled modules.
 _DROPPED = frozenset({"GENAPI_PROFILE", "PYTHONDONTWRITEBYTECODE"})
-_shared: list[ForkServer] = []
-_shared_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -101,23 +95,11 @@ def run_env() -> dict[str, str]:
     return env
 
 
-def shared_server() -> ForkServer:
-    """This process's fork server for runs of the suite, started on first use (about two
-    seconds of CPU, what the first run through it saves already) and ended with the
-    process."""
-    with _shared_lock:
-        if not _shared:
-            server = ForkServer(run_env())
-            atexit.register(server.close)
-            _shared.append(server)
-        return _shared[0]
-
-
 def run_command(
     argv: Sequence[str], report_dir: Path, *, timeout: float, plain: bool = False
 ) -> SuiteRun:
     """Run *argv* (``[python, "-m", MODULE, ...]``, a run of the suite that writes its
-    reports to *report_dir*) as a child of :func:`shared_server`, the reference it starts
+    reports to *report_dir*) as a child of this process's fork server, the reference it starts
     and its workers too; with *plain*, as a subprocess of its own."""
     env = run_env()
     report_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -134,7 +116,7 @@ def run_command(
         returncode, stdout, stderr = done.returncode, done.stdout, done.stderr
     else:
         assert argv[1] == "-m", f"a fork server runs modules only: {argv}"
-        server = shared_server()
+        server = fork_server.shared(env, suite=True)
         env[REFERENCE_COMMAND_ENV] = shlex.join(server.command("reference"))
         env[WORKER_PYTHON_ENV] = shlex.join(server.python())
         out, err = (report_dir.parent / f"{report_dir.name}.{n}.txt" for n in ("stdout", "stderr"))

@@ -16,7 +16,6 @@ reference in its own namespace) is still ``python -m reference``.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import queue
@@ -32,24 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import fork_server
 import httpx
-from fork_server import ForkServer
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 _LISTENING = re.compile(r"^listening on (http://\S+)$")
-_SERVER: ForkServer | None = None
-_SERVER_LOCK = threading.Lock()
-
-
-def _fork_server() -> ForkServer:
-    """This process's fork server of references, started on first use (module docstring)."""
-    global _SERVER
-    with _SERVER_LOCK:
-        if _SERVER is None:
-            _SERVER = ForkServer(os.environ, suite=False)
-            atexit.register(_SERVER.close)
-        return _SERVER
 
 
 @dataclass
@@ -139,7 +126,9 @@ def start_reference(
     command = (
         [*wrapper, sys.executable, "-m", "reference"]
         if pid_file is None
-        else list(_fork_server().command("reference", pid_file=pid_file))
+        else list(
+            fork_server.shared(os.environ, suite=False).command("reference", pid_file=pid_file)
+        )
     )
     argv = [
         *command, "serve", "--port", "0",
