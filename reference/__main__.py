@@ -55,11 +55,15 @@ def _host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _seconds(value: str) -> float:
+def _number(value: str) -> float:
     try:
-        seconds = float(value)
+        return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+
+
+def _seconds(value: str) -> float:
+    seconds = _number(value)
     if not math.isfinite(seconds) or seconds <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
     return seconds
@@ -70,10 +74,7 @@ MAX_TIMER_SLACK_S = 1.0
 
 
 def _slack(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+    seconds = _number(value)
     if not 0 <= seconds <= MAX_TIMER_SLACK_S:
         raise argparse.ArgumentTypeError(
             f"expected 0 to {MAX_TIMER_SLACK_S:g} seconds of timer slack, got {value!r}"

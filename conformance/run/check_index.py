@@ -22,9 +22,25 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["CHECKS_DIR", "CollectError", "checks_by_requirement"]
+__all__ = ["CHECKS_DIR", "CollectError", "checks_by_requirement", "checks_pytest_args"]
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "checks"
+
+
+def checks_pytest_args() -> list[str]:
+    """The start of every pytest command line that collects the checks: the installed
+    package's checks with the suite's own settings, whatever pytest configuration the
+    current folder has, and no cache written into it."""
+    return [
+        "--pyargs",
+        "conformance.checks",
+        "-c",
+        str(CHECKS_DIR / "pytest.ini"),
+        "--rootdir",
+        str(CHECKS_DIR.parent.parent),
+        "-p",
+        "no:cacheprovider",
+    ]
 
 
 class CollectError(RuntimeError):
@@ -54,20 +70,7 @@ def checks_by_requirement(profile: Path | None = None) -> dict[str, tuple[str, .
     pytest's collection (none runs), with *profile* for its profile-dependent cases."""
     citations = _Citations()
     output = io.StringIO()
-    args = [
-        "--pyargs",
-        "conformance.checks",
-        "-c",
-        str(CHECKS_DIR / "pytest.ini"),
-        "--rootdir",
-        str(CHECKS_DIR.parent.parent),
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:xdist",
-        "--collect-only",
-        "-q",
-    ]
+    args = [*checks_pytest_args(), "-p", "no:xdist", "--collect-only", "-q"]
     if profile is not None:
         args += ["--profile", str(profile)]
     with contextlib.redirect_stdout(output):

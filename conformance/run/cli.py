@@ -58,6 +58,7 @@ from conformance.run.baseline import (
     load_baseline,
     record_baseline,
 )
+from conformance.run.check_index import checks_pytest_args
 from conformance.run.commands import (
     attest,
     diff,
@@ -418,17 +419,8 @@ def _serve_dns(profile: Profile, profile_path: Path, err: Console) -> Iterator[D
 
 def pytest_args(options: argparse.Namespace, profile: Path, report_dir: Path) -> list[str]:
     """The pytest command line of a run (also what a user can run by hand)."""
-    checks = Path(__file__).resolve().parent.parent / "checks"
     args = [
-        "--pyargs",
-        "conformance.checks",
-        # The suite's own settings, whatever pytest configuration the current folder has.
-        "-c",
-        str(checks / "pytest.ini"),
-        "--rootdir",
-        str(checks.parent.parent),
-        "-p",
-        "no:cacheprovider",
+        *checks_pytest_args(),
         "--profile",
         str(profile),
         "--report-dir",

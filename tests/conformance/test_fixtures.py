@@ -16,7 +16,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from conformance.observe.dns import DnsServer
-from conformance.run.fixtures import PLUGINS
+from conformance.run.plugin import pytest_plugins as FIXTURE_MODULES
 
 pytest_plugins = ["pytester"]
 
@@ -46,7 +46,7 @@ def run(
 ) -> pytest.RunResult:
     pytester.makefile(".ini", pytest="[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(test_source)
-    plugin_args = [arg for name in PLUGINS for arg in ("-p", name)]
+    plugin_args = [arg for name in FIXTURE_MODULES for arg in ("-p", name)]
     if profile is not None:
         path = pytester.path / "profile.toml"
         path.write_text(profile, encoding="utf-8")
@@ -303,7 +303,7 @@ def test_labs_gives_a_module_its_labs_and_closes_them_after_it(pytester: pytest.
 def test_fixture_modules_define_the_fixtures_they_export() -> None:
     """What each exports is pinned in ``tests/test_public_surfaces.py``; here, that it is a
     fixture (or the type one gives)."""
-    for name in PLUGINS:
+    for name in FIXTURE_MODULES:
         module = importlib.import_module(name)
         for fixture_name in module.__all__:
             exported_object = getattr(module, fixture_name)

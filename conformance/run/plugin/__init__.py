@@ -79,6 +79,7 @@ __all__ = [
     "run_state",
 ]
 
+#: The fixture modules (:mod:`conformance.run.fixtures`), registered with the plugin.
 pytest_plugins = [
     "conformance.run.fixtures.profile",
     "conformance.run.fixtures.client",
