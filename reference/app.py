@@ -97,6 +97,11 @@ TIER_PATH_UNVERSIONED = Fault(
     "VER-PATH-01",
     "the tier endpoint is served at /account/tier, without the /v1 prefix",
 )
+TIER_READ_TEXT_PLAIN = Fault(
+    "tier-read-text-plain",
+    "GEN-JSON-02",
+    "GET /v1/account/tier answers its JSON with Content-Type: text/plain",
+)
 
 
 @dataclass
@@ -280,6 +285,8 @@ def core_routes(service: Service) -> list[BaseRoute]:
             record["plan_code"] = {"name": record["plan_code"]}
         if faults.on(TIER_ALLOWED_MODEL_TYPES_WRONG_TYPE):
             record["allowed_model_types"] = ",".join(record["allowed_model_types"])
+        if faults.on(TIER_READ_TEXT_PLAIN):
+            return JSONResponse(record, media_type="text/plain")
         return JSONResponse(record)
 
     async def account_usage(request: Request) -> Response:

@@ -109,6 +109,11 @@ EXHAUSTED_GENERATION_HIDDEN = Fault(
     "GEN-MISSED-01",
     "GET /v1/generations/{id} answers 404 once a delivery of the generation is exhausted",
 )
+MALFORMED_BODY_SERVER_ERROR = Fault(
+    "malformed-body-server-error",
+    "GEN-JSON-03",
+    "a submit whose body is not a JSON object (malformed JSON too) is answered 500",
+)
 
 #: Under the fault GENERATION_ID_REUSED: how long a repeated body answers the earlier id.
 _REUSE_WINDOW_S = 60.0
@@ -208,14 +213,15 @@ class GenerationService:
         return due_at
 
     @contextlib.contextmanager
-    def _body_errors(self) -> Iterator[None]:
+    def _body_errors(self, *, server_error: bool = False) -> Iterator[None]:
         """A body refused with 400 gets the status of the choice ``invalid_body_status``
-        (spec §7 states 400 for bad callback targets only, which are judged elsewhere)."""
+        (spec §7 states 400 for bad callback targets only, which are judged elsewhere), or
+        500 with *server_error* (a fault)."""
         try:
             yield
         except ApiError as refused:
             if refused.status == 400:
-                refused.status = self.config.choices.invalid_body_status
+                refused.status = 500 if server_error else self.config.choices.invalid_body_status
             raise
 
     async def submit(self, request: Request, operation: Operation) -> Response:
@@ -231,7 +237,7 @@ class GenerationService:
                 f"the tier {tier.plan_code!r} does not include the {operation.type!r} model "
                 f"category (allowed: {', '.join(tier.allowed_model_types)})",
             )
-        with self._body_errors():
+        with self._body_errors(server_error=self.faults.on(MALFORMED_BODY_SERVER_ERROR)):
             body = await read_json_object(request)
         cost = self.auth.tiers.prices[operation.type]
         if self.faults.on(CREDITS_NOT_SPENT):

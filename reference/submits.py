@@ -78,6 +78,24 @@ VIDEO_WEBHOOK_REFUSED = Fault(
     "GEN-VIDEO-06",
     "a video submit with a webhook object is refused with 400 (only callback_url is taken)",
 )
+IMAGE_SIZE_1K_REFUSED = Fault(
+    "image-size-1k-refused", "GEN-IMAGE-04", "an image submit with size 1K is refused with 400"
+)
+VIDEO_INTEGER_DURATION_REFUSED = Fault(
+    "video-integer-duration-refused",
+    "GEN-VIDEO-03",
+    "a video submit whose duration is a whole number is refused with 400",
+)
+VIDEO_RESOLUTION_720P_REFUSED = Fault(
+    "video-resolution-720p-refused",
+    "GEN-VIDEO-05",
+    "a video submit with resolution 720p is refused with 400",
+)
+LONG_PROMPT_SERVER_ERROR = Fault(
+    "long-prompt-server-error",
+    "GEN-SIZE-01",
+    "a submit whose prompt is over the longest accepted is answered 500",
+)
 
 #: Each body fault of the submit endpoints: the operation it acts on, and the reason it
 #: refuses a body with (None lets the body through).
@@ -96,6 +114,13 @@ _BODY_REFUSALS: tuple[tuple[Fault, str, Callable[[Mapping[str, Any]], str | None
      lambda body: None if "duration" in body else "`duration` is required"),
     (VIDEO_WEBHOOK_REFUSED, "videos.generate",
      lambda body: "videos take callback_url, not webhook" if "webhook" in body else None),
+    (IMAGE_SIZE_1K_REFUSED, "images.generate",
+     lambda body: "size 1K is not offered" if body.get("size") == "1K" else None),
+    (VIDEO_INTEGER_DURATION_REFUSED, "videos.generate",
+     lambda body: "`duration` must be a decimal number of seconds"
+     if type(body.get("duration")) is int else None),
+    (VIDEO_RESOLUTION_720P_REFUSED, "videos.generate",
+     lambda body: "resolution 720p is not offered" if body.get("resolution") == "720p" else None),
 )  # fmt: skip
 
 
@@ -231,13 +256,15 @@ def faulty_body(faults: Faults, operation: Operation, body: dict[str, Any]) -> d
     skips one stated check of spec §4's body tables)."""
     if faults.on(BLANK_PROMPT_SERVER_ERROR) and body.get("prompt") == "":
         raise ApiError(500, "internal error")  # bad input reaching a 5xx
+    prompt = body.get("prompt")
+    if faults.on(LONG_PROMPT_SERVER_ERROR) and len(str(prompt)) > MAX_PROMPT_CHARS:
+        raise ApiError(500, "internal error")  # a prompt past the limit reaching a 5xx
     if faults.on(JSON_BODY_ASCII_ONLY) and not json.dumps(body, ensure_ascii=False).isascii():
         raise ApiError(400, "the request body is not valid ASCII")
     for fault, name, refusal in _BODY_REFUSALS:
         reason = refusal(body) if operation.name == name and faults.on(fault) else None
         if reason is not None:
             raise ApiError(400, reason)
-    prompt = body.get("prompt")
     if operation.name == "images.generate":
         if "prompt" not in body and faults.on(IMAGE_PROMPT_OPTIONAL):
             return {**body, "prompt": "untitled"}
