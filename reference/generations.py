@@ -109,6 +109,11 @@ EXHAUSTED_GENERATION_HIDDEN = Fault(
     "GEN-MISSED-01",
     "GET /v1/generations/{id} answers 404 once a delivery of the generation is exhausted",
 )
+EXHAUSTED_GENERATION_READS_FAILED = Fault(
+    "exhausted-generation-reads-failed",
+    "GEN-MISSED-02",
+    "GET /v1/generations/{id} shows status failed once a delivery of the generation is exhausted",
+)
 MALFORMED_BODY_SERVER_ERROR = Fault(
     "malformed-body-server-error",
     "GEN-JSON-03",
@@ -323,10 +328,10 @@ class GenerationService:
         )
         return str(rows[0]["id"]) if rows else None
 
-    def _hidden(self, generation_id: str) -> bool:
-        """Under the fault EXHAUSTED_GENERATION_HIDDEN: a delivery of the generation is
-        exhausted (the read then pretends the generation is gone)."""
-        if not self.faults.on(EXHAUSTED_GENERATION_HIDDEN):
+    def _exhausted(self, generation_id: str, fault: Fault) -> bool:
+        """Under *fault*: a delivery of the generation is exhausted (the read then
+        misreports the generation: gone, or failed)."""
+        if not self.faults.on(fault):
             return False
         return bool(
             self.store.read(
@@ -342,7 +347,10 @@ class GenerationService:
         await asyncio.sleep(max(0.0, due_at - time.time()))
         await self.worker.run_now(generation_id)
         rows = self.store.read("SELECT * FROM generations WHERE id = ?", (generation_id,))
-        return JSONResponse(self._body(self.view(rows[0], key)))
+        record = self.view(rows[0], key)
+        if self._exhausted(generation_id, EXHAUSTED_GENERATION_READS_FAILED):
+            record["status"] = "failed"
+        return JSONResponse(self._body(record))
 
     async def auth_key(self, request: Request, scope: str | None) -> KeyContext:
         return self.auth.require_key(request, scope)
@@ -391,11 +399,15 @@ class GenerationService:
             "SELECT * FROM generations WHERE id = ? AND account_id = ?",
             (generation_id, key.account_id),
         )
-        if not rows or self.faults.on(GENERATION_READ_404) or self._hidden(generation_id):
+        hidden = self._exhausted(generation_id, EXHAUSTED_GENERATION_HIDDEN)
+        if not rows or self.faults.on(GENERATION_READ_404) or hidden:
             # Another account's generation is indistinguishable from an unknown one,
             # unless the choice foreign_resource_status says 403 for it.
             status = 404
             if self.store.read("SELECT 1 FROM generations WHERE id = ?", (generation_id,)):
                 status = self.config.choices.foreign_resource_status
             raise ApiError(status, f"no generation {generation_id!r} for this account")
-        return JSONResponse(self._body(self.view(rows[0], key)))
+        record = self.view(rows[0], key)
+        if self._exhausted(generation_id, EXHAUSTED_GENERATION_READS_FAILED):
+            record["status"] = "failed"
+        return JSONResponse(self._body(record))

@@ -14,7 +14,7 @@ CONSOLE-PAYLOAD-01. Every target is the check's own receiver endpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -100,6 +100,21 @@ def test_webhook_create_with_session_returns_whsec_secret(
     finally:
         if made is not None:
             delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
+
+
+@pytest.mark.requirement("HOOK-SECRET-03")
+def test_two_webhooks_get_different_secrets(
+    api: ApiClient, webhook: RegisteredWebhook, make_endpoint: Callable[..., Endpoint]
+) -> None:
+    """Two webhooks one account registers get two different signing secrets."""
+    second = register_webhook(api, make_endpoint().url)
+    try:
+        assert webhook.secret != second.secret, (
+            f"the webhooks {webhook.id!r} and {second.id!r} of one account were given the "
+            "same signing secret"
+        )
+    finally:
+        delete_webhook(api, second)
 
 
 @pytest.mark.requirement("CONSOLE-HOOK-02")

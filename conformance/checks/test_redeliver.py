@@ -22,6 +22,7 @@ from conformance.judge.asserts import assert_not_refused_for_auth, assert_status
 from conformance.observe.deliveries import OUTCOMES, Chain, Chains, settle_exhausted
 from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Delivery, Reply
+from conformance.observe.signatures import SignatureFormatError, parse_signature_header
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
@@ -223,6 +224,27 @@ def test_redelivery_body_is_byte_identical(ok: Redelivered) -> None:
     assert arrival.raw_body == ok.original.raw_body, (
         f"REDLV-PAYLOAD-03: expected the original {len(ok.original.raw_body)} bytes, saw "
         f"{len(arrival.raw_body)} bytes that differ"
+    )
+
+
+@pytest.mark.requirement("SIG-TS-03")
+def test_redelivery_signed_with_its_own_time(ok: Redelivered, profile: Profile) -> None:
+    """The redelivery is signed afresh: its t is later than the first attempt's by about
+    the time between them (an interpretation)."""
+    arrival = _arrival(ok, "SIG-TS-03")
+    try:
+        first, again = [
+            parse_signature_header(d.header("Signature"), d.wire) for d in (ok.original, arrival)
+        ]
+    except SignatureFormatError as malformed:
+        pytest.fail(f"SIG-TS-03: {malformed} {ok.chain.describe()}")
+    gap = arrival.arrived_at - ok.original.arrived_at  # three attempts (3 s) and more
+    moved = again.timestamp - first.timestamp
+    # t has whole seconds: allow one second of rounding plus the timing tolerance.
+    slack = 1 + profile.timing.tolerance_seconds
+    assert abs(moved - gap) <= slack, (
+        f"SIG-TS-03: expected the redelivery's t about {gap:.1f} s after the first "
+        f"attempt's (signed when redelivered), saw t moved by {moved} s {ok.chain.describe()}"
     )
 
 

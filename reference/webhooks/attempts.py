@@ -69,6 +69,11 @@ DELIVERED_WITHOUT_SENDING = Fault(
     "DLV-ONCE-01",
     "deliveries are recorded as answered 200 but never sent",
 )
+REDELIVERY_SIGNED_AT_FIRST_SIGNING = Fault(
+    "redelivery-signed-at-first-signing",
+    "SIG-TS-03",
+    "a redelivery is signed with the time the delivery was first signed",
+)
 
 
 class Attempts:
@@ -159,9 +164,10 @@ class Attempts:
             return lambda status: 200 <= status < 400
         return None
 
-    def options_for(self, row: DeliveryRow) -> SendOptions:
-        """How to send an attempt of this delivery: honest, unless a fault says otherwise
-        (the signature faults need the row's body, hence per delivery)."""
+    def options_for(self, row: DeliveryRow, *, redelivery: bool = False) -> SendOptions:
+        """How to send an attempt of this delivery (a *redelivery*, or not): honest,
+        unless a fault says otherwise (the signature faults need the row's body, hence per
+        delivery)."""
         signed_override: bytes | None = None
         secret_override: str | None = None
         if self.faults.on(SIGNATURE_OVER_RESERIALIZED_BODY):
@@ -183,14 +189,16 @@ class Attempts:
                 else None
             ),
             pretend_sent=self.faults.on(DELIVERED_WITHOUT_SENDING),
-            **self._chosen_options(row),
+            **self._chosen_options(row, redelivery=redelivery),
         )
 
-    def _chosen_options(self, row: DeliveryRow) -> dict[str, Any]:
+    def _chosen_options(self, row: DeliveryRow, *, redelivery: bool) -> dict[str, Any]:
         """The SendOptions of the open choices (``Config.choices``)."""
         choices = self.config.choices
         signed_at = None
-        if choices.signature_time == "first-signing":
+        if choices.signature_time == "first-signing" or (
+            redelivery and self.faults.on(REDELIVERY_SIGNED_AT_FIRST_SIGNING)
+        ):
             signed_at = int(datetime.fromisoformat(row.created_at).timestamp())
         return {
             "header_brand": choices.header_brand,
@@ -217,7 +225,14 @@ class Attempts:
     # --- sending ------------------------------------------------------------------------
 
     async def send(
-        self, row: DeliveryRow, *, attempt: int, secret: str, address: str, generation_id: str
+        self,
+        row: DeliveryRow,
+        *,
+        attempt: int,
+        secret: str,
+        address: str,
+        generation_id: str,
+        redelivery: bool = False,
     ) -> AttemptResult:
         """Send attempt number *attempt* of a stored delivery to the validated *address*,
         signed with *secret*, with the delivery's send options and the policy's timeout:
@@ -238,7 +253,7 @@ class Attempts:
             request,
             timeout_s=self.policy.timeout_s,
             timer_slack_s=self.policy.timer_slack_s,
-            options=self.options_for(row),
+            options=self.options_for(row, redelivery=redelivery),
         )
 
     # --- manual attempts (console test, redeliver) --------------------------------------
@@ -274,6 +289,7 @@ class Attempts:
                 secret=self.secret_for(row),
                 address=address,
                 generation_id=generation_id,
+                redelivery=trigger == "redeliver",
             )
             result = dataclasses.replace(result, n=row.attempt_count + 1)
             outcome = "delivered" if result.succeeded else "failed"

@@ -72,6 +72,11 @@ WEBHOOK_DELETE_IGNORED = Fault(
     "CONSOLE-HOOK-05",
     "DELETE /api/webhooks/{id} answers 204 but keeps the webhook",
 )
+WEBHOOK_SECRET_SHARED = Fault(
+    "webhook-secret-shared",
+    "HOOK-SECRET-03",
+    "every webhook an account registers gets the secret of its first",
+)
 WEBHOOK_TEST_SENDS_NOTHING = Fault(
     "webhook-test-sends-nothing",
     "CONSOLE-HOOK-03",
@@ -104,6 +109,12 @@ class RegisteredWebhooks:
             secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
         if self.faults.on(WEBHOOK_SECRET_UNPREFIXED):
             secret = secrets.token_urlsafe(32)
+        if self.faults.on(WEBHOOK_SECRET_SHARED):
+            first = self.store.read(
+                "SELECT secret FROM webhooks WHERE account_id = ? ORDER BY rowid LIMIT 1",
+                (account_id,),
+            )
+            secret = first[0]["secret"] if first else secret
         created_at = envelopes.timestamp_now()
         with self.store.transaction() as conn:
             conn.execute(
