@@ -5,7 +5,8 @@ the profile's domain through the suite's DNS server (:mod:`conformance.observe.d
 can point a name at the receiver, let a delivery happen, then move the name to
 127.0.0.2, where a canary listens at the receiver's port. Spec §3: a redeliver whose
 target hostname now resolves to a private address is answered 400, nothing is fetched,
-and the delivery is unchanged; §4: a hostname must resolve to a public address.
+and the delivery is unchanged; §4: a hostname must resolve to a public address, so one
+whose lookup never gets an answer is refused like one that does not resolve.
 """
 
 from __future__ import annotations
@@ -199,3 +200,26 @@ def test_url_name_resolving_to_public_and_private_answered_400(
             f"saw {describe(response)}"
         )
     canary.assert_no_hits()
+
+
+@pytest.mark.requirement("URL-RESOLVE-04")
+def test_url_name_whose_lookup_times_out_answered_400(
+    api: ApiClient, dns_server: DnsServer
+) -> None:
+    """A callback host name the DNS server never answers is refused with 400, as a name
+    that does not resolve is: not accepted, not a server error (an interpretation)."""
+    name = dns_server.silence(f"silent-{secrets.token_hex(5)}")
+    url = f"http://{name}:9/conformance"
+    body = {"prompt": SUBMIT_PROMPT, **target_body("callback_url", url)}
+    try:
+        response = api.request("POST", IMAGES_PATH, json=body)
+    except httpx.TimeoutException as waited:
+        fail(
+            f"callback_url {url!r} (a name whose lookup never gets an answer): expected 400, "
+            f"no answer came within the request timeout ({waited})"
+        )
+    if response.status_code != 400:
+        fail(
+            f"callback_url {url!r} (a name whose lookup never gets an answer): expected 400, "
+            f"saw {describe(response)}"
+        )

@@ -60,6 +60,7 @@ from conformance.observe.serving import Serving
 
 __all__ = [
     "DEFAULT_DOMAIN",
+    "SILENT_RCODE",
     "DnsBusy",
     "DnsQuery",
     "DnsServer",
@@ -79,6 +80,9 @@ LOCK_TIMEOUT_S: Final = 10.0
 LINGER_S: Final = 900.0
 #: The period at which cross-process waits look again (the other side cannot notify us).
 _POLL_S: Final = 0.02
+#: The ``rcode`` logged for a question left unanswered (a name given to
+#: :meth:`DnsServer.silence`).
+SILENT_RCODE: Final = "NO-ANSWER"
 #: A full name, as stored: lower-case labels of letters, digits, ``-`` and ``_``. Also
 #: what makes a name safe as a file name (no ``/``, never ``.`` or ``..``).
 _NAME = re.compile(r"^[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*$")
@@ -90,7 +94,8 @@ class DnsBusy(OSError):
 
 @dataclass(frozen=True)
 class DnsQuery:
-    """One question the server answered (for checks of when and how often the IUT resolves).
+    """One question the server got (for checks of when and how often the IUT resolves);
+    ``rcode`` is :data:`SILENT_RCODE` for a question left unanswered.
 
     ``at`` is ``time.monotonic()`` of the serving process; on Linux that clock is the
     machine's, so it compares with the monotonic time of any process of the run.
@@ -432,6 +437,15 @@ class DnsServer(Serving):
         self._open_zone().write(full, record)
         return full
 
+    def silence(self, name: str) -> str:
+        """Never answer *name* (a resolver asking for it times out); returns the full name.
+        Its queries are still logged, so a check can see that the name was asked for."""
+        full = self.name(name)
+        self._ensure_served()
+        record = {"addresses": [], "silent": True, "version": secrets.token_hex(8)}
+        self._open_zone().write(full, record)
+        return full
+
     def rebind(self, name: str, new_addresses: Sequence[str], *, after_queries: int = 0) -> str:
         """Move *name* to *new_addresses*: now, or after *after_queries* more queries.
 
@@ -483,11 +497,8 @@ class DnsServer(Serving):
 
     # -- serving ---------------------------------------------------------------------
 
-    def _addresses(self, qname: str) -> tuple[str, ...] | None:
-        """The addresses *qname* answers with now, from its file (None: unknown)."""
-        record = self._open_zone().read(qname)
-        if record is None:
-            return None
+    def _addresses(self, qname: str, record: dict[str, Any]) -> tuple[str, ...]:
+        """The addresses *qname* answers with now, from its *record*."""
         addresses = tuple(str(a) for a in record["addresses"])
         if "then" in record:
             key = (qname, str(record["version"]))
@@ -497,20 +508,25 @@ class DnsServer(Serving):
                 addresses = tuple(str(a) for a in record["then"])
         return addresses
 
-    def _answer(self, request: DNSRecord) -> DNSRecord:
+    def _answer(self, request: DNSRecord) -> DNSRecord | None:
+        """The reply to *request* (None: a silenced name, left unanswered), logged."""
         reply = request.reply()  # authoritative answer, same id and question
         qname = str(request.q.qname).lower().rstrip(".")
         qtype = QTYPE.get(request.q.qtype, str(request.q.qtype))
         answers: list[str] = []
-        current = None
+        current: tuple[str, ...] = ()
+        silent = False
         if qname != self.domain and not qname.endswith("." + self.domain):
             reply.header.rcode = RCODE.REFUSED
             reply.header.aa = 0
         else:
-            current = self._addresses(qname)
-            if current is None:
+            record = self._open_zone().read(qname)
+            if record is None:
                 reply.header.rcode = RCODE.NXDOMAIN
-        for address in current or ():
+            else:
+                silent = bool(record.get("silent"))
+                current = self._addresses(qname, record)
+        for address in current:
             version = ipaddress.ip_address(address).version
             if qtype in ("A", "ANY") and version == 4:
                 reply.add_answer(RR(request.q.qname, QTYPE.A, rdata=A(address), ttl=0))
@@ -523,13 +539,13 @@ class DnsServer(Serving):
                 name=qname,
                 qtype=str(qtype),
                 answers=tuple(answers),
-                rcode=str(RCODE.get(reply.header.rcode)),
+                rcode=SILENT_RCODE if silent else str(RCODE.get(reply.header.rcode)),
                 at=time.monotonic(),
             )
         )
         with self._wakeup:
             self._wakeup.notify_all()
-        return reply
+        return None if silent else reply
 
     def _serve(self) -> None:
         sock = self._sock
@@ -546,9 +562,12 @@ class DnsServer(Serving):
             except Exception:  # noqa: S112 (a malformed packet gets no answer)
                 continue
             try:
-                reply = self._answer(request).pack()
+                answer = self._answer(request)
             except (OSError, ValueError):  # the zone unreadable for a moment: no answer
                 continue
+            if answer is None:
+                continue
+            reply = answer.pack()
             try:
                 sock.sendto(reply, peer)
             except OSError:

@@ -40,10 +40,12 @@ DEFAULT_TIMEOUT_S = 2.0
 class HostNotResolved(Exception):
     """The name has no address: NXDOMAIN, no A/AAAA answer, or no answer in time."""
 
-    def __init__(self, host: str, why: str) -> None:
+    def __init__(self, host: str, why: str, *, timed_out: bool = False) -> None:
         super().__init__(f"{host} does not resolve ({why})")
         self.host = host
         self.why = why
+        #: No answer came in time (rather than an answer saying there is no address).
+        self.timed_out = timed_out
 
 
 @runtime_checkable
@@ -75,7 +77,9 @@ class SystemResolver:
                 loop.getaddrinfo(host, None, type=socket.SOCK_STREAM), self.timeout_s
             )
         except TimeoutError as exc:
-            raise HostNotResolved(host, f"no answer within {self.timeout_s:g} s") from exc
+            raise HostNotResolved(
+                host, f"no answer within {self.timeout_s:g} s", timed_out=True
+            ) from exc
         except (socket.gaierror, UnicodeError) as exc:
             raise HostNotResolved(host, str(exc)) from exc
         addresses: list[IPAddress] = []
@@ -172,7 +176,9 @@ class DnsServerResolver:
         except dns.resolver.NXDOMAIN as exc:
             raise HostNotResolved(host, "NXDOMAIN") from exc
         except (TimeoutError, dns.exception.Timeout) as exc:
-            raise HostNotResolved(host, f"no answer within {self.timeout_s:g} s") from exc
+            raise HostNotResolved(
+                host, f"no answer within {self.timeout_s:g} s", timed_out=True
+            ) from exc
         except dns.exception.DNSException as exc:
             raise HostNotResolved(host, f"DNS error: {exc}") from exc
         addresses = [*v4, *v6]

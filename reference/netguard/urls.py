@@ -87,10 +87,19 @@ class CallbackRejected(Exception):
     ``loopback``, ``private-10/8`` ...), as in ``fixtures/callback_urls.yaml``.
     """
 
-    def __init__(self, reason: str, rule: str = "policy", resolved: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        reason: str,
+        rule: str = "policy",
+        resolved: tuple[str, ...] = (),
+        *,
+        timed_out: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.rule = rule
+        #: Under ``unresolvable``: the lookup got no answer in time (not a "no such name").
+        self.timed_out = timed_out
         #: The addresses a host name resolved to: logged, never in ``reason`` (a 400 body
         #: must not show a caller what the service's resolver answers).
         self.resolved = resolved
@@ -275,11 +284,14 @@ class CallbackPolicy:
                 return await self.resolver.resolve(host)
         except HostNotResolved as exc:
             raise CallbackRejected(
-                f"callback URL host {host!r} does not resolve ({exc.why})", "unresolvable"
+                f"callback URL host {host!r} does not resolve ({exc.why})",
+                "unresolvable",
+                timed_out=exc.timed_out,
             ) from exc
         except TimeoutError as exc:
             raise CallbackRejected(
                 f"callback URL host {host!r} does not resolve (no answer within "
                 f"{RESOLVE_DEADLINE_S:g} s)",
                 "unresolvable",
+                timed_out=True,
             ) from exc

@@ -219,6 +219,11 @@ UNRESOLVABLE_502 = Fault(
     "ERR-400-02",
     "a callback host name that does not resolve is answered 502 (taken for an upstream error)",
 )
+LOOKUP_TIMEOUT_504 = Fault(
+    "callback-lookup-timeout-504",
+    "URL-RESOLVE-04",
+    "a callback host name whose DNS lookup times out is answered 504, not 400",
+)
 PRIVATE_403 = Fault(
     "callback-private-403",
     "ERR-400-03",
@@ -484,6 +489,8 @@ async def validate(
             if any(faults.on(fault) and waive(seen) for fault, waive in _WAIVERS.items()):
                 return await _unchecked(policy, url, where)
         status = 422 if faults.on(BAD_TARGET_422) else _refusal_status(faults, rejected.rule)
+        if rejected.timed_out and faults.on(LOOKUP_TIMEOUT_504):
+            status = 504
         raise ApiError(status, f"{where} is not an allowed callback target: {rejected}") from None
     for fault, refuse in _REFUSALS.items():
         why = refuse(target) if faults.on(fault) else None

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import dns.exception
 import dns.message
 import dns.query
 import dns.rcode
@@ -20,7 +21,7 @@ import dns.rdatatype
 import pytest
 from dnslib import RCODE, DNSLabel, DNSRecord
 
-from conformance.observe.dns import DnsBusy, DnsServer, shared_zone_dir
+from conformance.observe.dns import SILENT_RCODE, DnsBusy, DnsServer, shared_zone_dir
 
 DOMAIN = "rebind.genapi.test"
 
@@ -74,6 +75,16 @@ def test_delayed_rebind_switches_after_the_given_queries(server: DnsServer) -> N
     server.rebind("toctou", ["10.0.0.1"], after_queries=2)
     answers = [ask(server, f"toctou.{DOMAIN}")[1] for _ in range(4)]
     assert answers == [["127.0.0.1"], ["127.0.0.1"], ["10.0.0.1"], ["10.0.0.1"]]
+
+
+def test_a_silenced_name_gets_no_answer_and_its_question_is_logged(server: DnsServer) -> None:
+    full = server.silence("mute")
+    host, port = server.address
+    with pytest.raises(dns.exception.Timeout):
+        dns.query.udp(dns.message.make_query(full, "A"), host, port=port, timeout=0.3)
+    (query,) = server.wait_for_queries(1, timeout=2, name="mute")
+    assert (query.rcode, query.answers) == (SILENT_RCODE, ())
+    assert ask(server, f"other.{DOMAIN}")[0] == "NXDOMAIN"  # the server goes on answering
 
 
 def test_rebind_of_an_unset_name_is_an_error(server: DnsServer) -> None:

@@ -162,8 +162,9 @@ async def test_dns_server_nxdomain_and_empty_answers_do_not_resolve(
     table.table["empty.test"] = []
     resolver = DnsServerResolver("127.0.0.1", port, timeout_s=2.0)
     with anyio.fail_after(10):
-        with pytest.raises(HostNotResolved, match="NXDOMAIN"):
+        with pytest.raises(HostNotResolved, match="NXDOMAIN") as raised:
             await resolver.resolve("missing.test")
+        assert not raised.value.timed_out
         with pytest.raises(HostNotResolved, match="no A or AAAA"):
             await resolver.resolve("empty.test")
 
@@ -171,9 +172,10 @@ async def test_dns_server_nxdomain_and_empty_answers_do_not_resolve(
 async def test_dns_server_that_never_answers_times_out(silent_udp_port: int) -> None:
     resolver = DnsServerResolver("127.0.0.1", silent_udp_port, timeout_s=0.3)
     started = time.monotonic()
-    with anyio.fail_after(10), pytest.raises(HostNotResolved, match="no answer"):
+    with anyio.fail_after(10), pytest.raises(HostNotResolved, match="no answer") as raised:
         await resolver.resolve("hook.test")
     assert time.monotonic() - started < 3.0
+    assert raised.value.timed_out
 
 
 # ---- system resolver -------------------------------------------------------------------
