@@ -33,6 +33,7 @@ __all__ = [
     "AUTH_REFUSALS",
     "DeliveryTarget",
     "accepted_generation_id",
+    "answer_or_fail",
     "assert_delivered",
     "assert_delivery_list",
     "assert_not_refused_for_auth",
@@ -68,6 +69,19 @@ def describe(response: httpx.Response) -> str:
 def _request_line(response: httpx.Response) -> str:
     request = response.request
     return f"{request.method} {request.url.path}"
+
+
+def answer_or_fail(
+    api: ApiClient, what: str, method: str, path: str, **request: Any
+) -> httpx.Response:
+    """The answer to a request whose answer the check judges. No answer at all (the
+    connection ended, or nothing came within the request timeout) fails the check too,
+    with *what* (the request and what was expected) in the message: where any answer is
+    judged, none is a finding, not a broken check."""
+    try:
+        return api.request(method, path, **request)
+    except httpx.TransportError as error:
+        fail(f"{what}: no answer came ({error!r})")
 
 
 def assert_status(response: httpx.Response, expected: int, rule: str | None = None) -> None:

@@ -8,6 +8,7 @@ import pytest
 from conformance.judge.asserts import (
     DeliveryTarget,
     accepted_generation_id,
+    answer_or_fail,
     assert_delivered,
     assert_not_refused_for_auth,
     assert_refused,
@@ -169,6 +170,29 @@ def test_credits_used_today_unusable_answer_is_a_setup_error(status: int, body: 
     client, _ = _usage_client(status, body)
     with pytest.raises(SetupFailed, match="setup: "):
         credits_used_today(client)
+
+
+def test_answer_or_fail_returns_the_answer_whatever_its_status() -> None:
+    client, seen = _usage_client(500, '{"detail": "down"}')
+    response = answer_or_fail(client, "GET /v1/x: expected 400", "GET", "/v1/x")
+    assert (response.status_code, seen) == (500, ["/v1/x 00001"])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [httpx.ReadTimeout("timed out"), httpx.RemoteProtocolError("peer closed the connection")],
+)
+def test_answer_or_fail_fails_the_check_when_no_answer_comes(error: httpx.HTTPError) -> None:
+    profile = parse_profile(_USAGE_PROFILE, env={})
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    client = ApiClient(
+        profile, Recorder(profile.redactor()), transport=httpx.MockTransport(handler)
+    )
+    with pytest.raises(AssertionError, match=r"GET /v1/x: expected 400: no answer came \("):
+        answer_or_fail(client, "GET /v1/x: expected 400", "GET", "/v1/x")
 
 
 def test_json_values_finds_values_wherever_they_sit() -> None:
