@@ -27,6 +27,7 @@ from conformance.observe.deliveries import (
     records_of,
     settle_exhausted,
     submit_with_target,
+    wait_for_record,
 )
 from conformance.observe.dns import DnsServer
 from conformance.observe.events import target_body
@@ -58,6 +59,15 @@ def _receiver_ip(receiver: Receiver) -> str:
     return str(address)
 
 
+def _need_rebind_canary(canary: CanaryView) -> None:
+    """A name is moved to 127.0.0.2, where a canary listens on the receiver's port."""
+    if canary.rebind_port is None:
+        raise CapabilityMissing(
+            "a canary at 127.0.0.2 on the receiver's port",
+            "let the receiver listen on one address (listen_host = 127.0.0.1)",
+        )
+
+
 @dataclass(frozen=True)
 class Exhausted:
     """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
@@ -81,11 +91,7 @@ def rebound(
 ) -> Exhausted:
     """Set-up: a callback to a name on the receiver, every attempt failed, the name moved
     to 127.0.0.2 (the rebind canary). Any failure here is a set-up error."""
-    if canary.rebind_port is None:
-        raise CapabilityMissing(
-            "a canary at 127.0.0.2 on the receiver's port",
-            "let the receiver listen on one address (listen_host = 127.0.0.1)",
-        )
+    _need_rebind_canary(canary)
     name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
     endpoint.respond_with_statuses([500])
     url = f"http://{name}:{receiver.port}{endpoint.path}"
@@ -104,6 +110,43 @@ def redelivered(api: ApiClient, rebound: Exhausted) -> httpx.Response:
     """The redeliver every REDLV-REBIND check judges: of the rebound delivery, right after
     its name moved to the private address."""
     return api.request("POST", f"/v1/webhooks/deliveries/{rebound.delivery_id}/redeliver")
+
+
+@pytest.mark.requirement("URL-RESOLVE-05")
+def test_url_name_rebound_after_submit_gets_no_retry_at_the_private_address(
+    api: ApiClient,
+    profile: Profile,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> None:
+    """A callback name moved to a private address after its first attempt gets no retry
+    there: each attempt resolves the name again and checks it, or keeps the address
+    validated at the submit (an interpretation)."""
+    _need_rebind_canary(canary)
+    name = dns_server.set(f"retry-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
+    endpoint.respond_with_statuses([500])
+    url = f"http://{name}:{receiver.port}{endpoint.path}"
+    generation_id = submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+    try:
+        endpoint.wait_for(1, delivery_deadline(profile, attempts=1))
+    except AssertionError as missing:  # the first attempt is judged by the DLV checks
+        raise SetupFailed(f"setup: the first attempt never came: {missing}") from None
+    dns_server.rebind(name, [canary.canary.rebind_host])
+    record = wait_for_record(
+        api,
+        generation_id,
+        url,
+        lambda r: r.get("outcome") not in (None, "pending", "pending_retry"),
+        delivery_deadline(profile, attempts=ATTEMPTS),
+    )
+    hits = canary.hits
+    assert not hits, (
+        f"URL-RESOLVE-05: expected no retry at the private address {name} moved to after "
+        f"its first attempt; the canary saw {len(hits)} connections (the record: "
+        f"{None if record is None else record.get('outcome')!r})"
+    )
 
 
 @pytest.mark.requirement("REDLV-REBIND-01")

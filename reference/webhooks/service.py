@@ -29,6 +29,7 @@ from reference.fault import Faults
 from reference.netguard import CallbackPolicy, make_delivery_client
 from reference.store import Store
 
+from . import url_faults
 from .attempts import Attempts
 from .dispatcher import Dispatcher, delivery_policy
 from .envelopes import timestamp_now
@@ -74,7 +75,7 @@ class WebhookService:
             store,
             delivery,
             self.attempts.signing_secret,
-            self.attempts.send,
+            url_faults.automatic_sender(faults, self.targets.policy, self.attempts.send),
         )
         self.registered = RegisteredWebhooks(
             store, faults, config.base_url, self.targets, self.attempts, choices

@@ -27,6 +27,7 @@ from reference.netguard import CallbackPolicy, CallbackRejected, HostNotResolved
 from reference.netguard.urls import parse_ipv4_host
 
 from .attempts import Attempts
+from .dispatcher import AttemptSender
 from .envelopes import timestamp_now
 from .records import DeliveryRow
 from .sender import AttemptResult
@@ -34,6 +35,7 @@ from .sender import AttemptResult
 __all__ = [
     "DECLARED",
     "active",
+    "automatic_sender",
     "listed_events",
     "on_refused_redeliver",
     "order",
@@ -195,6 +197,11 @@ REDELIVER_SENDS_BEFORE_CHECKING = Fault(
     "redeliver-sends-before-checking",
     "REDLV-VALIDATE-01",
     "redeliver posts to where the target resolves now, then validates (and answers 400)",
+)
+RETRY_ADDRESS_UNCHECKED = Fault(
+    "retry-address-unchecked",
+    "URL-RESOLVE-05",
+    "retries connect wherever the callback name resolves to then, unchecked",
 )
 REDELIVER_REFUSAL_SENDS_TO_PINNED = Fault(
     "redeliver-refusal-sends-to-pinned",
@@ -454,6 +461,26 @@ async def _unchecked(policy: CallbackPolicy, url: str, where: str) -> ValidatedT
         scheme=parsed.scheme,
         address=str(address) if address is not None else "0.0.0.0",  # noqa: S104 (fails)
     )
+
+
+def automatic_sender(faults: Faults, policy: CallbackPolicy, send: AttemptSender) -> AttemptSender:
+    """How the dispatcher sends an automatic attempt: *send*, to the address validated at
+    submit; under RETRY_ADDRESS_UNCHECKED a retry goes wherever the callback name
+    resolves to at that moment, unchecked (a name rebound to a private address after
+    the submit then gets the retries)."""
+    if not faults.on(RETRY_ADDRESS_UNCHECKED):
+        return send
+
+    async def resolving_again(
+        row: DeliveryRow, *, attempt: int, secret: str, address: str, generation_id: str
+    ) -> AttemptResult:
+        if attempt > 1:
+            address = (await _unchecked(policy, row.target_url, "the retry's target")).address
+        return await send(
+            row, attempt=attempt, secret=secret, address=address, generation_id=generation_id
+        )
+
+    return resolving_again
 
 
 #: The faults that give one §7 condition of a bad callback target its own status, by
