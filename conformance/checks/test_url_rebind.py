@@ -68,6 +68,23 @@ def _need_rebind_canary(canary: CanaryView) -> None:
         )
 
 
+def _failing_named_target(
+    api: ApiClient,
+    receiver: Receiver,
+    dns_server: DnsServer,
+    endpoint: Endpoint,
+    canary: CanaryView,
+) -> tuple[str, str, str]:
+    """Set-up of a rebinding: a fresh name pointed at the receiver, *endpoint* answering
+    every attempt 500, a generation submitted with a callback_url on that name; the name,
+    the URL and the generation id. Needs the canary the name will be moved to."""
+    _need_rebind_canary(canary)
+    name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
+    endpoint.respond_with_statuses([500])
+    url = f"http://{name}:{receiver.port}{endpoint.path}"
+    return name, url, submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+
+
 @dataclass(frozen=True)
 class Exhausted:
     """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
@@ -91,11 +108,7 @@ def rebound(
 ) -> Exhausted:
     """Set-up: a callback to a name on the receiver, every attempt failed, the name moved
     to 127.0.0.2 (the rebind canary). Any failure here is a set-up error."""
-    _need_rebind_canary(canary)
-    name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
-    endpoint.respond_with_statuses([500])
-    url = f"http://{name}:{receiver.port}{endpoint.path}"
-    generation_id = submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+    name, url, generation_id = _failing_named_target(api, receiver, dns_server, endpoint, canary)
     try:
         arrived = endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
@@ -124,11 +137,7 @@ def test_url_name_rebound_after_submit_gets_no_retry_at_the_private_address(
     """A callback name moved to a private address after its first attempt gets no retry
     there: each attempt resolves the name again and checks it, or keeps the address
     validated at the submit (an interpretation)."""
-    _need_rebind_canary(canary)
-    name = dns_server.set(f"retry-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
-    endpoint.respond_with_statuses([500])
-    url = f"http://{name}:{receiver.port}{endpoint.path}"
-    generation_id = submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+    name, url, generation_id = _failing_named_target(api, receiver, dns_server, endpoint, canary)
     try:
         endpoint.wait_for(1, delivery_deadline(profile, attempts=1))
     except AssertionError as missing:  # the first attempt is judged by the DLV checks
