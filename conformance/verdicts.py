@@ -463,7 +463,7 @@ def _reason(
     verb = {
         Verdict.FAIL: "failed",
         Verdict.WARN: warned,
-        Verdict.ERROR: "could not run (harness error)",
+        Verdict.ERROR: "ended in an error",
         Verdict.SKIP: "skipped",
     }[verdict]
     return f"{len(deciding)} of {total} checks {verb}: {first.nodeid}: {detail}"

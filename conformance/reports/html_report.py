@@ -271,7 +271,8 @@ def _banner(info: RunInfo, verdicts: RunVerdicts) -> str:
         reasons.append(f"{len(failed)} stated requirement(s) failed: {_ids(failed)}")
     if errors:
         reasons.append(
-            f"{len(errors)} requirement(s) could not be checked (harness error): {_ids(errors)}"
+            f"{len(errors)} requirement(s) could not be checked (the suite broke, or the "
+            f"target gave no answer): {_ids(errors)}"
         )
     why = "; ".join(reasons) + "."
     if warned:

@@ -438,6 +438,43 @@ def test_leaks_in_harness_error():
     assert len(data["profile"]["sha256"]) == 64
 
 
+def test_a_target_that_gives_no_answer_is_named_not_the_harness(
+    checks: pytest.Pytester,
+) -> None:
+    """A request that gets no answer is an error (nothing was judged), said to be the
+    target's silence, in the check and in a fixture alike."""
+    checks.makepyfile(
+        test_silent=f'''
+import httpx
+import pytest
+
+@pytest.fixture
+def unanswered():
+    raise httpx.ConnectError("connection refused")
+
+@pytest.mark.requirement("{MUST[0]}")
+def test_no_answer():
+    raise httpx.ReadTimeout("no answer within 30 s")
+
+@pytest.mark.requirement("{MUST[1]}")
+def test_no_answer_in_setup(unanswered):
+    pass
+'''
+    )
+    report_dir = checks.path / "out"
+    checks.runpytest("--report-dir", str(report_dir))
+    by_id = {r["id"]: r for r in _results(report_dir)["requirements"]}
+    assert by_id[MUST[0]]["verdict"] == by_id[MUST[1]]["verdict"] == "error"
+    assert (
+        "no answer from the target, nothing judged: httpx.ReadTimeout" in (by_id[MUST[0]]["reason"])
+    )
+    assert (
+        "no answer from the target (setup), nothing judged: httpx.ConnectError"
+        in (by_id[MUST[1]]["reason"])
+    )
+    assert "harness" not in by_id[MUST[0]]["reason"].split(":", 1)[1]
+
+
 def test_plugin_allure_labels_area_and_requirement(checks: pytest.Pytester) -> None:
     checks.makepyfile(
         test_labelled=f'''

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from conformance import findings
@@ -156,6 +157,12 @@ def _phase_outcome(report: pytest.TestReport, call: pytest.CallInfo[None]) -> tu
             reason = f"expected to fail: {report.wasxfail}"
         return Outcome.SKIPPED, reason.removeprefix("Skipped: ")
     excinfo = call.excinfo
+    if excinfo is not None and excinfo.errisinstance(httpx.TransportError):
+        # Not the suite breaking, and not a verdict either: which rule the unanswered
+        # request would have judged is not known here.
+        where = "" if report.when == "call" else f" ({report.when})"
+        detail = excinfo.exconly()
+        return Outcome.ERROR, f"no answer from the target{where}, nothing judged: {detail}"
     if report.when != "call":
         detail = excinfo.exconly() if excinfo is not None else longrepr_text(report)
         return Outcome.ERROR, f"{report.when} failed (harness): {detail}"
