@@ -22,7 +22,8 @@ warning is 1 too; with ``--baseline``, failures it lists do not count, and an en
 now passes is 1: :mod:`conformance.run.baseline`); 1 a MUST requirement failed; 2 usage
 or profile error (a report folder that cannot be written included: found before any
 check runs); 3 harness error (the reference did not start, a check broke, pytest was
-interrupted, a report file could not be written: each named with why).
+interrupted, a report file could not be written: each named with why), or a check the
+target left without an answer (a request with none: nothing was judged).
 """
 
 from __future__ import annotations
