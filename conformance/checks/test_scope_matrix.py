@@ -9,10 +9,14 @@ roles stay out: ``low-limit`` (its rate and credit budget belongs to the rate ch
 and, for the "inside" half, ``restricted-models`` (its tier may refuse a model
 category, a refusal that has nothing to do with scopes). The audio and agent endpoints
 are the reference's extensions (their paths are not shown, §4 Other operations), so
-their cases need the adapter and only warn.
+their cases need the adapter and only warn. Last, a refusal for scope is looked behind:
+the target the refused submit named gets no delivery.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
 
 import pytest
 
@@ -20,11 +24,17 @@ from conformance.checks.low_limit import CHAIN_ROLES
 from conformance.findings import fail
 from conformance.judge.asserts import AUTH_REFUSALS, assert_not_refused_for_auth, describe
 from conformance.judge.operations import Operation, OperationPaths, operations
+from conformance.observe.deliveries import submit_with_target
+from conformance.observe.receiver import DeliveryTimeout, Endpoint
+from conformance.observe.timing import delivery_deadline
 from conformance.run.fixtures import run_profile
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
 from conformance.target.profile import KeyProfile, Profile
-from conformance.target.setup import EDIT_PATH
+from conformance.target.setup import EDIT_PATH, IMAGES_PATH, SUBMIT_PROMPT, SetupFailed
+
+#: The scope of the image submit, the one the refused submit below lacks.
+IMAGES_SCOPE: Final = "images:generate"
 
 #: Requirement ids per scope: (outside the scope → 403, inside → not refused).
 _IDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -180,3 +190,40 @@ def test_unscoped_endpoint_with_any_valid_key_is_served(
     """An endpoint that lists no scope serves a valid key whatever scopes it holds."""
     response = api.request(op.method, paths.path(op), role=role, json=op.minimal_body())
     assert_not_refused_for_auth(response, f"key {role!r}")
+
+
+@pytest.mark.requirement("SCOPE-DENY-02")
+def test_submit_refused_for_its_scope_delivers_nothing(
+    api: ApiClient, profile: Profile, make_endpoint: Callable[..., Endpoint]
+) -> None:
+    """An image submit refused with 403 for its scope sends nothing to the target it
+    named: once a generation submitted after it has been delivered, and the profile's
+    tolerance has passed, that target has seen no delivery (an interpretation; the
+    credits and the generation itself are not observed here)."""
+    role = next(
+        (k.role for k in profile.keys_without_scope(IMAGES_SCOPE) if k.role not in _NEVER),
+        None,
+    )
+    if role is None:
+        pytest.skip(f"needs a key without {IMAGES_SCOPE}: add one to the profile's [keys]")
+    refused_at, control = make_endpoint("scope-refused"), make_endpoint("scope-control")
+    body = {"prompt": SUBMIT_PROMPT, "webhook": {"url": refused_at.url}}
+    response = api.request("POST", IMAGES_PATH, role=role, json=body)
+    if response.status_code != 403:
+        pytest.skip(
+            f"POST {IMAGES_PATH} with key {role!r} was answered {describe(response)}, not "
+            "403 (SCOPE-IMAGES-01 judges that): no refusal to look behind"
+        )
+    submit_with_target(api, control.url)
+    try:
+        control.wait_for(1, delivery_deadline(profile))
+    except DeliveryTimeout as missing:  # deliveries are judged by their own checks
+        raise SetupFailed(f"setup: the later generation was never delivered: {missing}") from None
+    try:
+        arrived = refused_at.wait_for(1, profile.timing.tolerance_seconds)
+    except DeliveryTimeout:
+        return
+    fail(
+        f"POST {IMAGES_PATH} with key {role!r}, answered 403 for its scope, still delivered "
+        f"to the target it named: {arrived[0].summary(arrived[0].arrived_at)}"
+    )
