@@ -13,6 +13,7 @@ CONSOLE-PAYLOAD-01. Every target is the check's own receiver endpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 
@@ -26,6 +27,7 @@ from conformance.judge.asserts import (
     describe,
     json_values,
 )
+from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Endpoint
 from conformance.observe.signatures import verify_delivery
 from conformance.secrets import Secret
@@ -75,17 +77,30 @@ def webhook(api: ApiClient, endpoint: Endpoint) -> Iterator[RegisteredWebhook]:
     delete_webhook(api, created)
 
 
+@contextlib.contextmanager
+def _created(
+    api: ApiClient, url: str, events: list[str] | None = None
+) -> Iterator[tuple[httpx.Response, str | None]]:
+    """POST /api/webhooks (the declared create) for *url* with the primary session: the
+    answer and the id it names where the declaration says (None if it names none), the
+    webhook deleted afterwards when it does."""
+    response = console_request(api, "create_webhook", session="primary", url=url, events=events)
+    values = json_values(response)
+    made = declared(api.profile, "create_webhook").read_id(values[0] if values else None)
+    try:
+        yield response, made
+    finally:
+        if made is not None:
+            delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
+
+
 @pytest.mark.requirement("CONSOLE-HOOK-01", "HOOK-SECRET-01")
 def test_webhook_create_with_session_returns_whsec_secret(
     api: ApiClient, endpoint: Endpoint
 ) -> None:
     """POST /api/webhooks with a session creates a webhook and returns its whsec_ secret."""
-    response = console_request(api, "create_webhook", session="primary", url=endpoint.url)
-    values = json_values(response)
-    body = values[0] if values else None
-    # Deleted afterwards when the answer names its id where the declaration says.
-    made = declared(api.profile, "create_webhook").read_id(body)
-    try:
+    with _created(api, endpoint.url) as (response, _):
+        body = (json_values(response) or [None])[0]
         _assert_2xx(response, "CONSOLE-HOOK-01")
         secret = _signing_secret(response, api)
         if secret is None:
@@ -97,9 +112,20 @@ def test_webhook_create_with_session_returns_whsec_secret(
             )
         if not secret.startswith("whsec_"):
             fail("expected the signing secret to start with 'whsec_'", rule="HOOK-SECRET-01")
-    finally:
-        if made is not None:
-            delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
+
+
+@pytest.mark.requirement("HOOK-CREATE-01")
+def test_webhook_create_with_url_and_events_returns_id_and_secret(
+    api: ApiClient, endpoint: Endpoint
+) -> None:
+    """A webhook created from its url and the optional events (generation.completed) is
+    answered with its id and its secret."""
+    with _created(api, endpoint.url, events=[COMPLETED]) as (response, made):
+        what = f"POST /api/webhooks with a url and events [{COMPLETED!r}]"
+        if not 200 <= response.status_code < 300:
+            fail(f"{what}: expected 2xx, saw {describe(response)}")
+        if made is None or _signing_secret(response, api) is None:
+            fail(f"{what}: expected the answer to carry the webhook's id and secret")
 
 
 @pytest.mark.requirement("HOOK-SECRET-03")

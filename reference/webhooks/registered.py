@@ -77,6 +77,11 @@ WEBHOOK_SECRET_SHARED = Fault(
     "HOOK-SECRET-03",
     "every webhook an account registers gets the secret of its first",
 )
+WEBHOOK_EVENTS_REFUSED_ON_CREATE = Fault(
+    "webhook-events-refused-on-create",
+    "HOOK-CREATE-01",
+    "POST /api/webhooks refuses a body that lists events (400)",
+)
 WEBHOOK_TEST_SENDS_NOTHING = Fault(
     "webhook-test-sends-nothing",
     "CONSOLE-HOOK-03",
@@ -99,6 +104,8 @@ class RegisteredWebhooks:
         """Register a webhook; the whsec_ secret is in this answer and never again."""
         if not isinstance(body, dict):
             raise ApiError(400, 'send a JSON object: {"url": ..., "events": [...]}')
+        if self.faults.on(WEBHOOK_EVENTS_REFUSED_ON_CREATE) and body.get("events") is not None:
+            raise ApiError(400, "`events` is not accepted here")
         target = await self.targets.validated(body.get("url"), where="url")
         choices = self.choices
         events = parse_events(body.get("events"), where="events", choices=choices)
