@@ -152,8 +152,10 @@ def serve_processes(config: Config, sock: socket.socket, url: str, child: ChildM
             print("the service failed to start (see the log above)", file=sys.stderr)
             children.stop()
             return 1
-        print(f"listening on {url}", flush=True)
+        # Logged before the URL is announced: whoever waits for "listening on" (the
+        # suite's launcher, the tests) finds the children's pids already written.
         log_event("serving", processes=config.workers, pids=pids)
+        print(f"listening on {url}", flush=True)
         while not stopping and len(children.running) == config.workers:
             children.reap()
             time.sleep(_POLL_S)
