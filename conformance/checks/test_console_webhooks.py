@@ -80,15 +80,16 @@ def webhook(api: ApiClient, endpoint: Endpoint) -> Iterator[RegisteredWebhook]:
 @contextlib.contextmanager
 def _created(
     api: ApiClient, url: str, events: list[str] | None = None
-) -> Iterator[tuple[httpx.Response, str | None]]:
+) -> Iterator[tuple[httpx.Response, object, str | None]]:
     """POST /api/webhooks (the declared create) for *url* with the primary session: the
-    answer and the id it names where the declaration says (None if it names none), the
-    webhook deleted afterwards when it does."""
+    answer, its JSON body (None if it has none) and the id it names where the declaration
+    says (None if it names none), the webhook deleted afterwards when it does."""
     response = console_request(api, "create_webhook", session="primary", url=url, events=events)
     values = json_values(response)
-    made = declared(api.profile, "create_webhook").read_id(values[0] if values else None)
+    body = values[0] if values else None
+    made = declared(api.profile, "create_webhook").read_id(body)
     try:
-        yield response, made
+        yield response, body, made
     finally:
         if made is not None:
             delete_webhook(api, RegisteredWebhook(made, Secret(""), "primary"))
@@ -99,8 +100,7 @@ def test_webhook_create_with_session_returns_whsec_secret(
     api: ApiClient, endpoint: Endpoint
 ) -> None:
     """POST /api/webhooks with a session creates a webhook and returns its whsec_ secret."""
-    with _created(api, endpoint.url) as (response, _):
-        body = (json_values(response) or [None])[0]
+    with _created(api, endpoint.url) as (response, body, _):
         _assert_2xx(response, "CONSOLE-HOOK-01")
         secret = _signing_secret(response, api)
         if secret is None:
@@ -120,7 +120,7 @@ def test_webhook_create_with_url_and_events_returns_id_and_secret(
 ) -> None:
     """A webhook created from its url and the optional events (generation.completed) is
     answered with its id and its secret."""
-    with _created(api, endpoint.url, events=[COMPLETED]) as (response, made):
+    with _created(api, endpoint.url, events=[COMPLETED]) as (response, _, made):
         what = f"POST /api/webhooks with a url and events [{COMPLETED!r}]"
         if not 200 <= response.status_code < 300:
             fail(f"{what}: expected 2xx, saw {describe(response)}")

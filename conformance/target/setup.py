@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+import httpx
+
 from conformance.target.client import ApiClient
 from conformance.target.profile import Profile
 
@@ -26,6 +28,7 @@ __all__ = [
     "outcome_prompt",
     "rate_request_of",
     "submit_generation",
+    "submitted_id",
 ]
 
 #: The prompt of every generation the suite submits for set-up (harmless, recognisable).
@@ -106,6 +109,12 @@ def submit_generation(
     judge submits send their own. *context* says which set-up it was, for the message.
     """
     response = client.request("POST", path, role=role, json=dict(body))
+    return submitted_id(client, response, context=context)
+
+
+def submitted_id(client: ApiClient, response: httpx.Response, *, context: str = "") -> str:
+    """The generation id a submit's 202 *response* carries, for a set-up: any other
+    answer (another status, no string ``id``) is a set-up error, *context* saying which."""
     try:
         generation_id = response.json()["id"]
     except (ValueError, KeyError, TypeError):
@@ -113,7 +122,8 @@ def submit_generation(
     if response.status_code != 202 or not isinstance(generation_id, str):
         where = f"setup ({context})" if context else "setup"
         raise SetupFailed(
-            f"{where}: POST {path} answered {response.status_code}, expected 202 with an "
-            f"id: {client.recorder.redactor.text(response.text[:200])!r}"
+            f"{where}: {response.request.method} {response.request.url.path} answered "
+            f"{response.status_code}, expected 202 with an id: "
+            f"{client.recorder.redactor.text(response.text[:200])!r}"
         )
     return generation_id
