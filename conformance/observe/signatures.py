@@ -42,11 +42,13 @@ if TYPE_CHECKING:
 __all__ = [
     "KEYING_WORDS",
     "ParsedSignature",
+    "Resigning",
     "SignatureFormatError",
     "Verification",
     "hmac_key",
     "keying_diagnosis",
     "parse_signature_header",
+    "resigning",
     "signature_digest",
     "verify_delivery",
     "verify_signature",
@@ -137,6 +139,36 @@ def _format_problem(value: str) -> str | None:
     if len(digest) != DIGEST_HEX_DIGITS:
         return f"v1 has {len(digest)} hex digits; an HMAC-SHA256 digest has {DIGEST_HEX_DIGITS}"
     return None
+
+
+@dataclass(frozen=True)
+class Resigning:
+    """How a later attempt's signature t moved on from an earlier one's: by about the time
+    between their arrivals when each attempt is signed afresh (SIG-TS-02, SIG-TS-03)."""
+
+    #: Seconds between the two arrivals (the receiver's clock).
+    gap: float
+    #: How far t moved (the sender's clock: whole seconds).
+    moved: int
+    #: How far *moved* may be from *gap*: one second of t's rounding, plus the tolerance.
+    slack: float
+
+    @property
+    def afresh(self) -> bool:
+        return abs(self.moved - self.gap) <= self.slack
+
+
+def resigning(
+    earlier: tuple[float, ParsedSignature],
+    later: tuple[float, ParsedSignature],
+    tolerance_s: float,
+) -> Resigning:
+    """:class:`Resigning` of two attempts, each given as (arrival time, its signature)."""
+    return Resigning(
+        gap=later[0] - earlier[0],
+        moved=later[1].timestamp - earlier[1].timestamp,
+        slack=1 + tolerance_s,
+    )
 
 
 def parse_signature_header(value: str | None, wire: WireProfile = SPEC_WIRE) -> ParsedSignature:

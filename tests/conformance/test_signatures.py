@@ -23,6 +23,7 @@ from conformance.observe.signatures import (
     SignatureFormatError,
     hmac_key,
     parse_signature_header,
+    resigning,
     signature_digest,
     verify_delivery,
     verify_signature,
@@ -405,3 +406,12 @@ def test_comparison_is_constant_time() -> None:
     source = inspect.getsource(signatures.verify_signature)
     assert "hmac.compare_digest" in source
     assert "==" not in source.split('"""')[-1].replace("!=", "")
+
+
+def test_resigning_is_afresh_when_t_moves_with_the_arrivals() -> None:
+    signed_at = parse_signature_header(f"t=1000,v1={'a' * 64}")
+    three_later = parse_signature_header(f"t=1003,v1={'a' * 64}")
+    assert resigning((50.0, signed_at), (53.4, three_later), tolerance_s=0.2).afresh
+    stale = resigning((50.0, signed_at), (53.4, signed_at), tolerance_s=0.2)
+    assert (stale.afresh, stale.moved, stale.slack) == (False, 0, 1.2)
+    assert stale.gap == pytest.approx(3.4)
