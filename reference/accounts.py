@@ -42,7 +42,9 @@ __all__ = [
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 KEY_SHOWN_AGAIN = Fault(
-    "key-shown-again", "KEY-ONCE-02", "the key detail view repeats the full secret value"
+    "key-shown-again",
+    "KEY-ONCE-02",
+    "the key detail view repeats the full secret value",
 )
 KEY_PREFIX_PER_ACCOUNT = Fault(
     "key-prefix-per-account",
@@ -60,7 +62,9 @@ REVOKED_KEYS_COUNT_TOWARD_LIMIT = Fault(
     "revoked keys still count toward the 10-active-keys limit",
 )
 KEY_LIMIT_NOT_ENFORCED = Fault(
-    "key-limit-not-enforced", "KEY-LIMIT-01", "an account may hold more than 10 keys"
+    "key-limit-not-enforced",
+    "KEY-LIMIT-01",
+    "an account may hold more than 10 keys",
 )
 KEY_DETAIL_SIGNING_SECRET_WRONG = Fault(
     "key-detail-signing-secret-wrong",
@@ -70,8 +74,7 @@ KEY_DETAIL_SIGNING_SECRET_WRONG = Fault(
 CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT = Fault(
     "credit-cap-resets-at-local-midnight",
     "CREDIT-CAP-03",
-    "the daily credits are counted per calendar day of UTC+05:30, so the cap resets at "
-    "18:30 UTC instead of 00:00 UTC",
+    "daily credits are counted per UTC+05:30 day: the cap resets at 18:30 UTC, not 00:00 UTC",
 )
 #: The zone of the fault CREDIT_CAP_RESETS_AT_LOCAL_MIDNIGHT: a fixed offset, so the
 #: fault is the same whatever the process's TZ.

@@ -48,7 +48,9 @@ __all__ = ["Service", "build_service", "create_app"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 TIER_READ_REFUSED = Fault(
-    "tier-read-refused", "TIER-READ-01", "GET /v1/account/tier answers 404 to a valid key"
+    "tier-read-refused",
+    "TIER-READ-01",
+    "GET /v1/account/tier answers 404 to a valid key",
 )
 TIER_ENDPOINT_WRONG_TYPE = Fault(
     "tier-endpoint-wrong-type",

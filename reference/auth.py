@@ -51,25 +51,39 @@ __all__ = [
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 API_KEY_CREATES_WEBHOOKS = Fault(
-    "api-key-creates-webhooks", "CONSOLE-KEY-01", "POST /api/webhooks accepts an API key"
+    "api-key-creates-webhooks",
+    "CONSOLE-KEY-01",
+    "POST /api/webhooks accepts an API key",
 )
 API_KEY_LISTS_WEBHOOKS = Fault(
-    "api-key-lists-webhooks", "CONSOLE-KEY-02", "GET /api/webhooks accepts an API key"
+    "api-key-lists-webhooks",
+    "CONSOLE-KEY-02",
+    "GET /api/webhooks accepts an API key",
 )
 API_KEY_TESTS_WEBHOOKS = Fault(
-    "api-key-tests-webhooks", "CONSOLE-KEY-03", "POST /api/webhooks/{id}/test accepts an API key"
+    "api-key-tests-webhooks",
+    "CONSOLE-KEY-03",
+    "POST /api/webhooks/{id}/test accepts an API key",
 )
 API_KEY_DELETES_WEBHOOKS = Fault(
-    "api-key-deletes-webhooks", "CONSOLE-KEY-04", "DELETE /api/webhooks/{id} accepts an API key"
+    "api-key-deletes-webhooks",
+    "CONSOLE-KEY-04",
+    "DELETE /api/webhooks/{id} accepts an API key",
 )
 IMAGES_SCOPE_NOT_ENFORCED = Fault(
-    "images-scope-not-enforced", "SCOPE-IMAGES-01", "POST /v1/images/generate ignores its scope"
+    "images-scope-not-enforced",
+    "SCOPE-IMAGES-01",
+    "POST /v1/images/generate ignores its scope",
 )
 EDIT_SCOPE_NOT_ENFORCED = Fault(
-    "edit-scope-not-enforced", "SCOPE-EDIT-01", "POST /v1/images/edit ignores its scope"
+    "edit-scope-not-enforced",
+    "SCOPE-EDIT-01",
+    "POST /v1/images/edit ignores its scope",
 )
 VIDEO_SCOPE_NOT_ENFORCED = Fault(
-    "video-scope-not-enforced", "SCOPE-VIDEO-01", "POST /v1/videos/generate ignores its scope"
+    "video-scope-not-enforced",
+    "SCOPE-VIDEO-01",
+    "POST /v1/videos/generate ignores its scope",
 )
 IMAGES_NEEDS_ALL_SCOPES = Fault(
     "images-needs-all-scopes",
@@ -87,7 +101,9 @@ VIDEO_NEEDS_IMAGES_GENERATE = Fault(
     "POST /v1/videos/generate also demands images:generate",
 )
 KEY_PREFIX_WRONG = Fault(
-    "key-prefix-wrong", "KEY-PREFIX-01", "new API keys lack the <key_prefix>_ prefix"
+    "key-prefix-wrong",
+    "KEY-PREFIX-01",
+    "new API keys lack the <key_prefix>_ prefix",
 )
 REVOCATION_DELAYED = Fault(
     "revocation-delayed",
@@ -105,10 +121,14 @@ CONSOLE_OPEN_WITHOUT_SESSION = Fault(
     "console paths without credentials act for the oldest account",
 )
 API_KEY_OPENS_CONSOLE = Fault(
-    "api-key-opens-console", "CONSOLE-KEY-05", "an API key opens /api console paths"
+    "api-key-opens-console",
+    "CONSOLE-KEY-05",
+    "an API key opens /api console paths",
 )
 SESSION_REFUSED_ON_TIER = Fault(
-    "session-refused-on-tier", "CONSOLE-SESSION-03", "GET /api/tier refuses valid sessions"
+    "session-refused-on-tier",
+    "CONSOLE-SESSION-03",
+    "GET /api/tier refuses valid sessions",
 )
 MALFORMED_AUTHORIZATION_ACCEPTED = Fault(
     "malformed-authorization-accepted",
@@ -125,12 +145,20 @@ UNKNOWN_KEY_ACCEPTED = Fault(
     "AUTH-KEY-02",
     "an unknown key of the right shape acts as the oldest active key",
 )
-REVOKED_KEY_ACCEPTED = Fault("revoked-key-accepted", "KEY-REVOKE-02", "a revoked key keeps working")
+REVOKED_KEY_ACCEPTED = Fault(
+    "revoked-key-accepted",
+    "KEY-REVOKE-02",
+    "a revoked key keeps working",
+)
 TIER_REFUSES_KEYS = Fault(
-    "tier-refuses-keys", "AUTH-BEARER-01", "GET /v1/account/tier refuses valid keys"
+    "tier-refuses-keys",
+    "AUTH-BEARER-01",
+    "GET /v1/account/tier refuses valid keys",
 )
 SCOPE_NOT_ENFORCED = Fault(
-    "scope-not-enforced", "SCOPE-DENY-01", "keys may call endpoints outside their scopes"
+    "scope-not-enforced",
+    "SCOPE-DENY-01",
+    "keys may call endpoints outside their scopes",
 )
 
 

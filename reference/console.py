@@ -103,7 +103,9 @@ def console_api(choices: Choices) -> ConsoleApi:
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 EMPTY_SCOPES_ACCEPTED = Fault(
-    "empty-scopes-accepted", "KEY-SCOPE-02", "a key can be created with no scope at all"
+    "empty-scopes-accepted",
+    "KEY-SCOPE-02",
+    "a key can be created with no scope at all",
 )
 SCOPE_AGENT_RUN_REFUSED = Fault(
     "scope-agent-run-refused",
@@ -121,7 +123,9 @@ KEY_SCOPE_WILDCARD = Fault(
     "keys created in the console carry an extra scope 'all' beyond the five",
 )
 KEY_NAME_IGNORED = Fault(
-    "key-name-ignored", "KEY-NAME-01", "keys are stored without the name given"
+    "key-name-ignored",
+    "KEY-NAME-01",
+    "keys are stored without the name given",
 )
 CREATED_KEY_TRUNCATED = Fault(
     "created-key-truncated",
@@ -129,7 +133,9 @@ CREATED_KEY_TRUNCATED = Fault(
     "the key returned at creation lacks its last 4 characters",
 )
 KEY_DETAIL_WITHOUT_SCOPES = Fault(
-    "key-detail-without-scopes", "KEY-VIEW-01", "the key detail view omits the scopes"
+    "key-detail-without-scopes",
+    "KEY-VIEW-01",
+    "the key detail view omits the scopes",
 )
 KEY_LIMIT_NINE = Fault(
     "key-limit-nine",
@@ -137,7 +143,9 @@ KEY_LIMIT_NINE = Fault(
     "the console refuses a new key once the account holds 9 active keys, not 10",
 )
 CONSOLE_TIER_DIFFERS = Fault(
-    "console-tier-differs", "CONSOLE-TIER-01", "GET /api/tier reports another tier"
+    "console-tier-differs",
+    "CONSOLE-TIER-01",
+    "GET /api/tier reports another tier",
 )
 
 

@@ -38,7 +38,9 @@ __all__ = ["DeliveryHooks", "GenerationService"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CREDIT_CAP_NOT_ENFORCED = Fault(
-    "credit-cap-not-enforced", "CREDIT-CAP-01", "the daily credit cap is ignored"
+    "credit-cap-not-enforced",
+    "CREDIT-CAP-01",
+    "the daily credit cap is ignored",
 )
 CREDIT_CAP_WITHOUT_RETRY_AFTER = Fault(
     "credit-cap-without-retry-after",
@@ -56,14 +58,20 @@ CREDIT_CAP_REFUSAL_CHARGED = Fault(
     "a submit refused for the daily credit cap still spends its credits",
 )
 CONCURRENCY_NOT_ENFORCED = Fault(
-    "concurrency-not-enforced", "RATE-CONC-02", "the per-tier concurrency limit is ignored"
+    "concurrency-not-enforced",
+    "RATE-CONC-02",
+    "the per-tier concurrency limit is ignored",
 )
 MODEL_CATEGORY_NOT_ENFORCED = Fault(
     "model-category-not-enforced",
     "TIER-MODEL-01",
     "submits for a model category outside the tier are accepted",
 )
-CREDITS_NOT_SPENT = Fault("credits-not-spent", "CREDIT-SPEND-01", "generations spend no credits")
+CREDITS_NOT_SPENT = Fault(
+    "credits-not-spent",
+    "CREDIT-SPEND-01",
+    "generations spend no credits",
+)
 CREDITS_SPENT_BEFORE_VALIDATION = Fault(
     "credits-spent-before-validation",
     "TARGET-ID-03",
@@ -75,13 +83,19 @@ CREDITS_KEPT_ON_BAD_TARGET = Fault(
     "a submit refused for its callback target spends its credits all the same",
 )
 GENERATION_ID_MISSING = Fault(
-    "generation-id-missing", "GEN-ID-01", "the 202 response of a submit has no id"
+    "generation-id-missing",
+    "GEN-ID-01",
+    "the 202 response of a submit has no id",
 )
 STATUS_200_INSTEAD_OF_202 = Fault(
-    "status-200-instead-of-202", "GEN-IMAGE-07", "submits answer 200 instead of 202"
+    "status-200-instead-of-202",
+    "GEN-IMAGE-07",
+    "submits answer 200 instead of 202",
 )
 VIDEO_STATUS_200 = Fault(
-    "video-status-200", "GEN-VIDEO-07", "video submits answer 200 instead of 202"
+    "video-status-200",
+    "GEN-VIDEO-07",
+    "video submits answer 200 instead of 202",
 )
 SIGNING_SECRET_ON_V1 = Fault(
     "signing-secret-on-v1",
@@ -96,8 +110,7 @@ GENERATION_READ_404 = Fault(
 GENERATION_ID_REUSED = Fault(
     "generation-id-reused",
     "GEN-ID-02",
-    "a submit repeating the body of one made in the last minute answers that generation's id "
-    "(an idempotency key made of the prompt)",
+    "a body repeated within a minute gets the earlier generation's id (prompt as idempotency key)",
 )
 READ_CREDITS_UNREFUNDED = Fault(
     "read-credits-unrefunded",

@@ -32,7 +32,9 @@ __all__ = ["RateLimiter", "WindowState", "rate_limited", "seconds_to_utc_midnigh
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 MISSING_RETRY_AFTER = Fault(
-    "missing-retry-after", "RATE-HDR-01", "429 responses lack the Retry-After header"
+    "missing-retry-after",
+    "RATE-HDR-01",
+    "429 responses lack the Retry-After header",
 )
 RETRY_AFTER_HTTP_DATE = Fault(
     "retry-after-http-date",
@@ -40,7 +42,9 @@ RETRY_AFTER_HTTP_DATE = Fault(
     "429 responses give Retry-After as an HTTP-date instead of seconds",
 )
 RATE_LIMIT_HEADERS_MISSING = Fault(
-    "rate-limit-headers-missing", "RATE-HDR-03", "429 responses lack X-RateLimit-*"
+    "rate-limit-headers-missing",
+    "RATE-HDR-03",
+    "429 responses lack X-RateLimit-*",
 )
 RATELIMIT_RESET_MILLISECONDS = Fault(
     "ratelimit-reset-milliseconds",
@@ -48,7 +52,9 @@ RATELIMIT_RESET_MILLISECONDS = Fault(
     "X-RateLimit-Reset is a unix time in milliseconds",
 )
 RATE_LIMIT_NEVER_ENFORCED = Fault(
-    "rate-limit-never-enforced", "RATE-RPM-02", "the per-minute request limit is ignored"
+    "rate-limit-never-enforced",
+    "RATE-RPM-02",
+    "the per-minute request limit is ignored",
 )
 ENFORCED_LIMIT_BELOW_REPORTED = Fault(
     "enforced-limit-below-reported",
@@ -68,17 +74,17 @@ RATE_LIMIT_PER_ACCOUNT = Fault(
 RATE_WINDOW_FIXED = Fault(
     "rate-window-fixed",
     "RATE-RPM-04",
-    "the per-minute window is fixed, not rolling: its whole count is dropped a minute "
-    "after its first request",
+    "the per-minute window is fixed: its count is dropped a minute after its first request",
 )
 DAILY_REQUEST_LIMIT_NOT_ENFORCED = Fault(
-    "daily-request-limit-not-enforced", "RATE-RPD-01", "the per-day request limit is ignored"
+    "daily-request-limit-not-enforced",
+    "RATE-RPD-01",
+    "the per-day request limit is ignored",
 )
 DAILY_REQUESTS_RESET_AT_LOCAL_MIDNIGHT = Fault(
     "daily-requests-reset-at-local-midnight",
     "RATE-RPD-02",
-    "requests are counted per calendar day of UTC+05:30, so the day's count resets at "
-    "18:30 UTC instead of 00:00 UTC",
+    "requests are counted per UTC+05:30 day: the count resets at 18:30 UTC, not 00:00 UTC",
 )
 RATE_LIMIT_REFUSED_WITH_403 = Fault(
     "rate-limit-refused-with-403",

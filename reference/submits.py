@@ -53,7 +53,9 @@ JSON_BODY_ASCII_ONLY = Fault(
     "a submit body with non-ASCII characters is refused with 400 (the JSON read as ASCII)",
 )
 IMAGE_SIZE_REQUIRED = Fault(
-    "image-size-required", "GEN-IMAGE-03", "an image submit without size is refused with 400"
+    "image-size-required",
+    "GEN-IMAGE-03",
+    "an image submit without size is refused with 400",
 )
 IMAGE_CALLBACK_URL_REFUSED = Fault(
     "image-callback-url-refused",
@@ -71,7 +73,9 @@ EDIT_CALLBACK_URL_REFUSED = Fault(
     "an image edit with callback_url is refused with 400 (only webhook is taken)",
 )
 VIDEO_DURATION_REQUIRED = Fault(
-    "video-duration-required", "GEN-VIDEO-02", "a video submit without duration is refused with 400"
+    "video-duration-required",
+    "GEN-VIDEO-02",
+    "a video submit without duration is refused with 400",
 )
 VIDEO_WEBHOOK_REFUSED = Fault(
     "video-webhook-refused",
@@ -79,7 +83,9 @@ VIDEO_WEBHOOK_REFUSED = Fault(
     "a video submit with a webhook object is refused with 400 (only callback_url is taken)",
 )
 IMAGE_SIZE_1K_REFUSED = Fault(
-    "image-size-1k-refused", "GEN-IMAGE-04", "an image submit with size 1K is refused with 400"
+    "image-size-1k-refused",
+    "GEN-IMAGE-04",
+    "an image submit with size 1K is refused with 400",
 )
 VIDEO_INTEGER_DURATION_REFUSED = Fault(
     "video-integer-duration-refused",

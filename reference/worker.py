@@ -34,6 +34,9 @@ from reference.store import Store
 
 __all__ = ["CANCEL_MARK", "FAIL_MARK", "FinishHooks", "GenerationWorker"]
 
+FAIL_MARK = "[sandbox:fail]"
+CANCEL_MARK = "[sandbox:cancel]"
+
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 FAILURE_OUTPUT_URL_SET = Fault(
     "failure-output-url-set",
@@ -46,12 +49,12 @@ IMAGE_RESULT_NOT_PUSHED = Fault(
     "an image generation's result is never pushed to its delivery target (polling only)",
 )
 FAILED_NOT_REFUNDED = Fault(
-    "failed-not-refunded", "CREDIT-REFUND-01", "a failed generation keeps its credits"
+    "failed-not-refunded",
+    "CREDIT-REFUND-01",
+    "a failed generation keeps its credits",
 )
 
 
-FAIL_MARK = "[sandbox:fail]"
-CANCEL_MARK = "[sandbox:cancel]"
 _BATCH = 64  # per worker step: bounds how long one batch runs before stop() is seen
 #: How long stop() lets the batch in hand finish before cancelling the worker.
 STOP_GRACE_S = 10.0

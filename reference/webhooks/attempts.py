@@ -38,7 +38,9 @@ __all__ = ["Attempts", "manual_answer"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 ONLY_200_SUCCESS = Fault(
-    "only-200-success", "DLV-SUCCESS-01", "only a 200 reply counts as success, not any 2xx"
+    "only-200-success",
+    "DLV-SUCCESS-01",
+    "only a 200 reply counts as success, not any 2xx",
 )
 CLIENT_ERROR_SUCCESS = Fault(
     "client-error-success",
@@ -60,9 +62,15 @@ SIGNATURE_WRONG_KEY = Fault(
     "SIG-KEY-01",
     "deliveries are signed with a secret other than the webhook's or the key's",
 )
-FOLLOWS_REDIRECTS = Fault("follows-redirects", "DLV-REDIRECT-01", "deliveries follow 3xx redirects")
+FOLLOWS_REDIRECTS = Fault(
+    "follows-redirects",
+    "DLV-REDIRECT-01",
+    "deliveries follow 3xx redirects",
+)
 DELIVERY_HEADER_MISMATCH = Fault(
-    "delivery-header-mismatch", "DLV-HDR-03", "X-Service-Delivery differs from the body id"
+    "delivery-header-mismatch",
+    "DLV-HDR-03",
+    "X-Service-Delivery differs from the body id",
 )
 DELIVERED_WITHOUT_SENDING = Fault(
     "delivered-without-sending",

@@ -33,7 +33,9 @@ DELIVERY_ID_PER_ATTEMPT = Fault(
     "each retry carries a new delivery id (body id and X-Service-Delivery)",
 )
 RETRY_BODY_CHANGES = Fault(
-    "retry-body-changes", "DLV-ID-03", "each retry carries a body with a new created_at"
+    "retry-body-changes",
+    "DLV-ID-03",
+    "each retry carries a body with a new created_at",
 )
 SHARED_DELIVERY_ID = Fault(
     "shared-delivery-id",
@@ -43,16 +45,24 @@ SHARED_DELIVERY_ID = Fault(
 
 # The fields of a delivery record (spec §2 Delivery record).
 ATTEMPT_AT_MISSING = Fault(
-    "attempt-at-missing", "REC-ATTEMPT-02", "delivery record attempts have no at"
+    "attempt-at-missing",
+    "REC-ATTEMPT-02",
+    "delivery record attempts have no at",
 )
 ATTEMPT_ERROR_MISSING = Fault(
-    "attempt-error-missing", "REC-ATTEMPT-06", "delivery record attempts have no error field"
+    "attempt-error-missing",
+    "REC-ATTEMPT-06",
+    "delivery record attempts have no error field",
 )
 ATTEMPT_MS_FLOAT = Fault(
-    "attempt-ms-float", "REC-ATTEMPT-05", "delivery record attempts give ms as float seconds"
+    "attempt-ms-float",
+    "REC-ATTEMPT-05",
+    "delivery record attempts give ms as float seconds",
 )
 ATTEMPT_N_FROM_ZERO = Fault(
-    "attempt-n-from-zero", "REC-ATTEMPT-01", "delivery records number their attempts from 0"
+    "attempt-n-from-zero",
+    "REC-ATTEMPT-01",
+    "delivery records number their attempts from 0",
 )
 ATTEMPT_STATUS_OF_LAST = Fault(
     "attempt-status-of-last",
@@ -65,10 +75,14 @@ EVENT_TYPE_SHORT = Fault(
     "delivery records give event_type without the generation. prefix",
 )
 OUTCOME_SUCCESS_WORD = Fault(
-    "outcome-success-word", "REC-FIELD-02", "delivered records show outcome success"
+    "outcome-success-word",
+    "REC-FIELD-02",
+    "delivered records show outcome success",
 )
 RECORD_DROPS_FIRST_ATTEMPT = Fault(
-    "record-drops-first-attempt", "REC-GEN-03", "delivery records leave out their first attempt"
+    "record-drops-first-attempt",
+    "REC-GEN-03",
+    "delivery records leave out their first attempt",
 )
 RECORD_KEEPS_LAST_ATTEMPT = Fault(
     "record-keeps-last-attempt",
@@ -76,10 +90,14 @@ RECORD_KEEPS_LAST_ATTEMPT = Fault(
     "a delivery record's attempts hold only the latest attempt",
 )
 STATUS_CODE_STRING = Fault(
-    "status-code-string", "REC-FIELD-03", "delivery records give status_code as a string"
+    "status-code-string",
+    "REC-FIELD-03",
+    "delivery records give status_code as a string",
 )
 TARGET_URL_ORIGIN_ONLY = Fault(
-    "target-url-origin-only", "REC-FIELD-05", "delivery records give target_url without its path"
+    "target-url-origin-only",
+    "REC-FIELD-05",
+    "delivery records give target_url without its path",
 )
 
 # The list responses (spec §2 list shape, §4).
@@ -89,10 +107,14 @@ CALLBACK_UNLISTED = Fault(
     "a generation's delivery list leaves out callback_url deliveries",
 )
 DUPLICATE_RECORDS = Fault(
-    "duplicate-records", "REC-GEN-02", "a generation's delivery list shows each record twice"
+    "duplicate-records",
+    "REC-GEN-02",
+    "a generation's delivery list shows each record twice",
 )
 GENERATION_LIST_TOTAL_MISSING = Fault(
-    "generation-list-total-missing", "REC-GEN-07", "a generation's delivery list has no total"
+    "generation-list-total-missing",
+    "REC-GEN-07",
+    "a generation's delivery list has no total",
 )
 INLINE_UNLISTED = Fault(
     "inline-unlisted",
@@ -100,7 +122,9 @@ INLINE_UNLISTED = Fault(
     "a generation's delivery list leaves out webhook.url (inline) deliveries",
 )
 LIST_TOTAL_STRING = Fault(
-    "list-total-string", "REC-LIST-01", "delivery lists give total as a string"
+    "list-total-string",
+    "REC-LIST-01",
+    "delivery lists give total as a string",
 )
 REGISTERED_UNLISTED = Fault(
     "registered-unlisted",
@@ -108,10 +132,14 @@ REGISTERED_UNLISTED = Fault(
     "a generation's delivery list leaves out registered-webhook deliveries",
 )
 WEBHOOK_LIST_EMPTY = Fault(
-    "webhook-list-empty", "REC-HOOK-02", "a webhook's delivery list is always empty"
+    "webhook-list-empty",
+    "REC-HOOK-02",
+    "a webhook's delivery list is always empty",
 )
 WEBHOOK_LIST_TOTAL_MISSING = Fault(
-    "webhook-list-total-missing", "REC-HOOK-10", "a webhook's delivery list has no total"
+    "webhook-list-total-missing",
+    "REC-HOOK-10",
+    "a webhook's delivery list has no total",
 )
 
 

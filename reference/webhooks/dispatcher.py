@@ -41,15 +41,25 @@ from .sender import AttemptResult
 __all__ = ["DeliveryPolicy", "Dispatcher", "delivery_policy"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
-NO_RETRY = Fault("no-retry", "DLV-RETRY-01", "a failed attempt is never retried")
+NO_RETRY = Fault(
+    "no-retry",
+    "DLV-RETRY-01",
+    "a failed attempt is never retried",
+)
 FOURTH_ATTEMPT = Fault(
-    "fourth-attempt", "DLV-EXHAUST-01", "a fourth automatic attempt follows the third"
+    "fourth-attempt",
+    "DLV-EXHAUST-01",
+    "a fourth automatic attempt follows the third",
 )
 BACKOFF_TOO_SHORT = Fault(
-    "backoff-too-short", "DLV-BACKOFF-01", "retries follow after 0.1 s instead of 1 s / 2 s"
+    "backoff-too-short",
+    "DLV-BACKOFF-01",
+    "retries follow after 0.1 s instead of 1 s / 2 s",
 )
 TWO_ATTEMPTS = Fault(
-    "two-attempts", "DLV-ATTEMPTS-01", "a failing delivery gets 2 attempts instead of 3"
+    "two-attempts",
+    "DLV-ATTEMPTS-01",
+    "a failing delivery gets 2 attempts instead of 3",
 )
 SECOND_BACKOFF_1S = Fault(
     "second-backoff-1s",
@@ -57,10 +67,14 @@ SECOND_BACKOFF_1S = Fault(
     "the backoff before the third attempt is 1 s instead of 2 s",
 )
 TIMEOUT_TOO_LONG = Fault(
-    "timeout-too-long", "DLV-TIMEOUT-01", "the per-attempt timeout is 20 s instead of 10 s"
+    "timeout-too-long",
+    "DLV-TIMEOUT-01",
+    "the per-attempt timeout is 20 s instead of 10 s",
 )
 TIMEOUT_TOO_SHORT = Fault(
-    "timeout-too-short", "DLV-TIMEOUT-02", "the per-attempt timeout is 5 s instead of 10 s"
+    "timeout-too-short",
+    "DLV-TIMEOUT-02",
+    "the per-attempt timeout is 5 s instead of 10 s",
 )
 EXHAUSTED_RECORDED_FAILED = Fault(
     "exhausted-recorded-failed",
@@ -68,10 +82,14 @@ EXHAUSTED_RECORDED_FAILED = Fault(
     "a delivery whose third attempt failed is recorded failed instead of exhausted",
 )
 SUCCESS_RECORDED_FAILED = Fault(
-    "success-recorded-failed", "DLV-OK-02", "a delivery answered 2xx is recorded failed"
+    "success-recorded-failed",
+    "DLV-OK-02",
+    "a delivery answered 2xx is recorded failed",
 )
 RETRY_AFTER_SUCCESS = Fault(
-    "retry-after-success", "DLV-OK-01", "a delivery whose first attempt got a 2xx is sent once more"
+    "retry-after-success",
+    "DLV-OK-01",
+    "a delivery whose first attempt got a 2xx is sent once more",
 )
 TIMEOUT_NOT_RETRIED = Fault(
     "timeout-not-retried",

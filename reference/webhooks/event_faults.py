@@ -54,12 +54,20 @@ FAILED_NOT_SENT_BY_DEFAULT = Fault(
     "without an events field, generation.failed is not sent",
 )
 IMAGE_EVENTS_NOT_SENT = Fault(
-    "image-events-not-sent", "EVT-APPLY-02", "image generations send no events"
+    "image-events-not-sent",
+    "EVT-APPLY-02",
+    "image generations send no events",
 )
 VIDEO_EVENTS_NOT_SENT = Fault(
-    "video-events-not-sent", "EVT-APPLY-01", "video generations send no events"
+    "video-events-not-sent",
+    "EVT-APPLY-01",
+    "video generations send no events",
 )
-EDIT_EVENTS_NOT_SENT = Fault("edit-events-not-sent", "EVT-APPLY-03", "image edits send no events")
+EDIT_EVENTS_NOT_SENT = Fault(
+    "edit-events-not-sent",
+    "EVT-APPLY-03",
+    "image edits send no events",
+)
 EVENTS_ADDED_TO_DEFAULTS = Fault(
     "events-added-to-defaults",
     "EVT-SUB-01",
@@ -73,27 +81,49 @@ UNKNOWN_EVENT_NAMES_ACCEPTED = Fault(
 
 # The envelope and its data (spec §2 Event envelope, §9).
 API_VERSION_NOT_STRING = Fault(
-    "api-version-not-string", "EVT-ENV-04", "the envelope's api_version is an integer"
+    "api-version-not-string",
+    "EVT-ENV-04",
+    "the envelope's api_version is an integer",
 )
 API_VERSION_VARIES = Fault(
-    "api-version-varies", "VER-ENV-03", "generation.failed envelopes carry another api_version"
+    "api-version-varies",
+    "VER-ENV-03",
+    "generation.failed envelopes carry another api_version",
 )
 API_VERSION_WRONG = Fault(
-    "api-version-wrong", "VER-ENV-02", "the envelope's api_version is 2025-01-01"
+    "api-version-wrong",
+    "VER-ENV-02",
+    "the envelope's api_version is 2025-01-01",
 )
 CREDITS_USED_NOT_INTEGER = Fault(
-    "credits-used-not-integer", "EVT-DATA-09", "data.credits_used is a string"
+    "credits-used-not-integer",
+    "EVT-DATA-09",
+    "data.credits_used is a string",
 )
 DATA_GENERATION_ID_WRONG = Fault(
-    "data-generation-id-wrong", "EVT-DATA-01", "data.generation_id is not the submit's id"
+    "data-generation-id-wrong",
+    "EVT-DATA-01",
+    "data.generation_id is not the submit's id",
 )
-DATA_MODEL_NOT_STRING = Fault("data-model-not-string", "EVT-DATA-04", "data.model is null")
-DATA_NOT_OBJECT = Fault("data-not-object", "EVT-ENV-07", "the envelope's data is a string")
+DATA_MODEL_NOT_STRING = Fault(
+    "data-model-not-string",
+    "EVT-DATA-04",
+    "data.model is null",
+)
+DATA_NOT_OBJECT = Fault(
+    "data-not-object",
+    "EVT-ENV-07",
+    "the envelope's data is a string",
+)
 DATA_STATUS_WRONG = Fault(
-    "data-status-wrong", "EVT-DATA-02", "a successful generation's data.status is 'succeeded'"
+    "data-status-wrong",
+    "EVT-DATA-02",
+    "a successful generation's data.status is 'succeeded'",
 )
 DATA_TYPE_WRONG = Fault(
-    "data-type-wrong", "EVT-DATA-03", "data.type is 'image' for every generation, video too"
+    "data-type-wrong",
+    "EVT-DATA-03",
+    "data.type is 'image' for every generation, video too",
 )
 ERROR_MESSAGE_EMPTY_ON_FAILURE = Fault(
     "error-message-empty-on-failure",
@@ -101,36 +131,56 @@ ERROR_MESSAGE_EMPTY_ON_FAILURE = Fault(
     "a failed generation's data.error_message is empty",
 )
 ERROR_MESSAGE_ON_SUCCESS = Fault(
-    "error-message-on-success", "EVT-DATA-07", "a successful generation's data.error_message is set"
+    "error-message-on-success",
+    "EVT-DATA-07",
+    "a successful generation's data.error_message is set",
 )
 EVENT_FIELD_WRONG = Fault(
-    "event-field-wrong", "EVT-ENV-02", "the envelope's event drops the generation. prefix"
+    "event-field-wrong",
+    "EVT-ENV-02",
+    "the envelope's event drops the generation. prefix",
 )
 EVENT_ID_NOT_EVT_HEX = Fault(
-    "event-id-not-evt-hex", "EVT-ENV-01", "event ids have the form event-<hex>"
+    "event-id-not-evt-hex",
+    "EVT-ENV-01",
+    "event ids have the form event-<hex>",
 )
 OUTPUT_URL_NULL_ON_SUCCESS = Fault(
-    "output-url-null-on-success", "EVT-DATA-05", "a successful generation's data.output_url is null"
+    "output-url-null-on-success",
+    "EVT-DATA-05",
+    "a successful generation's data.output_url is null",
 )
 WEBHOOK_ID_NULL_REGISTERED = Fault(
-    "webhook-id-null-registered", "EVT-ENV-06", "webhook.id deliveries carry webhook_id null"
+    "webhook-id-null-registered",
+    "EVT-ENV-06",
+    "webhook.id deliveries carry webhook_id null",
 )
 FAILED_STATUS_WRONG = Fault(
-    "failed-status-wrong", "GEN-STATE-01", "generation.failed carries data.status 'error'"
+    "failed-status-wrong",
+    "GEN-STATE-01",
+    "generation.failed carries data.status 'error'",
 )
 CANCELLED_STATUS_WRONG = Fault(
-    "cancelled-status-wrong", "EVT-CANCEL-03", "generation.cancelled carries data.status 'canceled'"
+    "cancelled-status-wrong",
+    "EVT-CANCEL-03",
+    "generation.cancelled carries data.status 'canceled'",
 )
 FAILED_CREDITS_NOT_ZERO = Fault(
-    "failed-credits-not-zero", "EVT-DATA-10", "a failed generation's data.credits_used is not 0"
+    "failed-credits-not-zero",
+    "EVT-DATA-10",
+    "a failed generation's data.credits_used is not 0",
 )
 OUTPUT_URL_RELATIVE = Fault(
-    "output-url-relative", "EVT-DATA-11", "data.output_url is a path, not an absolute URL"
+    "output-url-relative",
+    "EVT-DATA-11",
+    "data.output_url is a path, not an absolute URL",
 )
 
 # Body shapes (spec §4 rule 2, §6 Delivery request).
 BODY_NOT_JSON_OBJECT = Fault(
-    "body-not-json-object", "DLV-BODY-01", "the delivery body is a JSON array holding the envelope"
+    "body-not-json-object",
+    "DLV-BODY-01",
+    "the delivery body is a JSON array holding the envelope",
 )
 CALLBACK_BODY_WITHOUT_WEBHOOK_ID = Fault(
     "callback-body-without-webhook-id",
@@ -155,28 +205,44 @@ REGISTERED_BODY_FLATTENED = Fault(
 
 # The delivery request (spec §6 Delivery request).
 ATTEMPT_HEADER_CONSTANT = Fault(
-    "attempt-header-constant", "DLV-HDR-05", "every attempt carries X-Service-Attempt: 1"
+    "attempt-header-constant",
+    "DLV-HDR-05",
+    "every attempt carries X-Service-Attempt: 1",
 )
 ATTEMPT_HEADER_FROM_ZERO = Fault(
-    "attempt-header-from-zero", "DLV-HDR-04", "X-Service-Attempt counts from 0"
+    "attempt-header-from-zero",
+    "DLV-HDR-04",
+    "X-Service-Attempt counts from 0",
 )
 CONTENT_TYPE_TEXT_PLAIN = Fault(
-    "content-type-text-plain", "DLV-HDR-01", "deliveries carry Content-Type: text/plain"
+    "content-type-text-plain",
+    "DLV-HDR-01",
+    "deliveries carry Content-Type: text/plain",
 )
-DELIVERY_METHOD_PUT = Fault("delivery-method-put", "DLV-METHOD-01", "deliveries are sent with PUT")
+DELIVERY_METHOD_PUT = Fault(
+    "delivery-method-put",
+    "DLV-METHOD-01",
+    "deliveries are sent with PUT",
+)
 EVENT_HEADER_MISMATCH = Fault(
     "event-header-mismatch",
     "DLV-HDR-02",
     "X-Service-Event is generation.completed whatever the event",
 )
 GENERATION_HEADER_MISMATCH = Fault(
-    "generation-header-mismatch", "DLV-HDR-06", "X-Service-Generation is not the generation id"
+    "generation-header-mismatch",
+    "DLV-HDR-06",
+    "X-Service-Generation is not the generation id",
 )
 SIGNATURE_HEADER_REORDERED = Fault(
-    "signature-header-reordered", "DLV-HDR-07", "X-Service-Signature is v1=<hex>,t=<unix>"
+    "signature-header-reordered",
+    "DLV-HDR-07",
+    "X-Service-Signature is v1=<hex>,t=<unix>",
 )
 HEADERS_BRANDED = Fault(
-    "headers-branded", "DLV-HDR-08", "delivery headers are named X-Acme-* instead of X-Service-*"
+    "headers-branded",
+    "DLV-HDR-08",
+    "delivery headers are named X-Acme-* instead of X-Service-*",
 )
 
 # Signatures and secrets (spec §5.6, §6 Signature).
@@ -196,7 +262,9 @@ REGISTERED_SIGNED_WITH_KEY_SECRET = Fault(
     "registered-webhook deliveries are signed with the per-key secret",
 )
 RETRIES_SIGNED_WRONGLY = Fault(
-    "retries-signed-wrongly", "SIG-HMAC-02", "retries carry a signature that does not verify"
+    "retries-signed-wrongly",
+    "SIG-HMAC-02",
+    "retries carry a signature that does not verify",
 )
 SIGNATURE_HMAC_SHA512 = Fault(
     "signature-hmac-sha512",
@@ -204,7 +272,9 @@ SIGNATURE_HMAC_SHA512 = Fault(
     "v1 is HMAC-SHA512 cut to 64 hex digits, not HMAC-SHA256",
 )
 SIGNATURE_HEX_UPPERCASE = Fault(
-    "signature-hex-uppercase", "SIG-HEX-01", "the v1 hex digest is uppercase"
+    "signature-hex-uppercase",
+    "SIG-HEX-01",
+    "the v1 hex digest is uppercase",
 )
 SIGNATURE_STANDARD_WEBHOOKS_KEYING = Fault(
     "signature-standard-webhooks-keying",
@@ -212,10 +282,14 @@ SIGNATURE_STANDARD_WEBHOOKS_KEYING = Fault(
     "the HMAC key is the base64-decoded secret after whsec_",
 )
 SIGNATURE_TIMESTAMP_MILLISECONDS = Fault(
-    "signature-timestamp-milliseconds", "SIG-TS-01", "the signature's t is in milliseconds"
+    "signature-timestamp-milliseconds",
+    "SIG-TS-01",
+    "the signature's t is in milliseconds",
 )
 RETRY_TIMESTAMP_STALE = Fault(
-    "retry-timestamp-stale", "SIG-TS-02", "every attempt is signed with the t of the first"
+    "retry-timestamp-stale",
+    "SIG-TS-02",
+    "every attempt is signed with the t of the first",
 )
 
 

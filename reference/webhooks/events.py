@@ -35,13 +35,19 @@ CANCELLED_SENT_UNSUBSCRIBED = Fault(
     "generation.cancelled is delivered to bindings that did not subscribe to it",
 )
 CREATED_AT_WITHOUT_OFFSET = Fault(
-    "created-at-without-offset", "EVT-ENV-03", "the envelope's created_at carries no UTC offset"
+    "created-at-without-offset",
+    "EVT-ENV-03",
+    "the envelope's created_at carries no UTC offset",
 )
 WEBHOOK_ID_NOT_NULL_INLINE = Fault(
-    "webhook-id-not-null-inline", "EVT-ENV-05", "inline (webhook.url) envelopes carry a webhook_id"
+    "webhook-id-not-null-inline",
+    "EVT-ENV-05",
+    "inline (webhook.url) envelopes carry a webhook_id",
 )
 ENVELOPE_MISSING_API_VERSION = Fault(
-    "envelope-missing-api-version", "VER-ENV-01", "the envelope has no api_version"
+    "envelope-missing-api-version",
+    "VER-ENV-01",
+    "the envelope has no api_version",
 )
 CALLBACK_BODY_NOT_FLATTENED = Fault(
     "callback-body-not-flattened",

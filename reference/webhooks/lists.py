@@ -36,7 +36,9 @@ WEBHOOK_DELIVERIES_403 = Fault(
     "GET /v1/webhooks/{id}/deliveries refuses API keys with 403",
 )
 PENDING_FILTER_REFUSED = Fault(
-    "pending-filter-refused", "REC-HOOK-03", "outcome=pending_retry is answered 400"
+    "pending-filter-refused",
+    "REC-HOOK-03",
+    "outcome=pending_retry is answered 400",
 )
 UNKNOWN_OUTCOME_ACCEPTED = Fault(
     "unknown-outcome-accepted",

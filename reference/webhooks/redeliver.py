@@ -32,7 +32,9 @@ __all__ = ["REDELIVERABLE", "Redelivery"]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 REDELIVER_NEEDS_SESSION = Fault(
-    "redeliver-needs-session", "REDLV-AUTH-01", "redeliver refuses API keys with 401"
+    "redeliver-needs-session",
+    "REDLV-AUTH-01",
+    "redeliver refuses API keys with 401",
 )
 REDELIVER_SKIPS_REVALIDATION = Fault(
     "redeliver-skips-revalidation",
@@ -60,7 +62,9 @@ REDELIVER_PAYLOAD_REBUILT = Fault(
     "a redelivery carries a rebuilt payload (a new created_at)",
 )
 REDELIVER_ANSWER_BARE = Fault(
-    "redeliver-answer-bare", "REDLV-RESP-01", "the redeliver answer has no outcome or status_code"
+    "redeliver-answer-bare",
+    "REDLV-RESP-01",
+    "the redeliver answer has no outcome or status_code",
 )
 REDELIVER_ANSWERS_RECORDED_STATUS = Fault(
     "redeliver-answers-recorded-status",

@@ -60,7 +60,9 @@ WEBHOOK_LIST_ALL_ACCOUNTS = Fault(
     "GET /api/webhooks lists the webhooks of every account",
 )
 WEBHOOK_SECRET_LISTED = Fault(
-    "webhook-secret-listed", "HOOK-SECRET-02", "GET /api/webhooks shows each secret"
+    "webhook-secret-listed",
+    "HOOK-SECRET-02",
+    "GET /api/webhooks shows each secret",
 )
 WEBHOOK_LIST_OMITS_NEWEST = Fault(
     "webhook-list-omits-newest",

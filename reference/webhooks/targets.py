@@ -21,7 +21,8 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 import httpx
 
@@ -78,7 +79,9 @@ ACCEPTS_PRIVATE_CALLBACK = Fault(
     "callback targets are not validated: private and loopback URLs are accepted",
 )
 UNKNOWN_WEBHOOK_ID_400 = Fault(
-    "unknown-webhook-id-400", "TARGET-ID-01", "an unknown webhook id is answered 400"
+    "unknown-webhook-id-400",
+    "TARGET-ID-01",
+    "an unknown webhook id is answered 400",
 )
 FOREIGN_WEBHOOK_ID_ACCEPTED = Fault(
     "foreign-webhook-id-accepted",
@@ -90,6 +93,63 @@ INLINE_MODE_MISLABELLED = Fault(
     "TARGET-BIND-05",
     'GET /v1/generations/{id} shows an inline binding with mode "callback"',
 )
+
+REGISTERED_WEBHOOK_IGNORED = Fault(
+    "registered-webhook-ignored",
+    "TARGET-BIND-01",
+    "webhook.id binds no target",
+)
+WEBHOOK_URL_IGNORED = Fault(
+    "webhook-url-ignored",
+    "TARGET-BIND-02",
+    "webhook.url binds no target",
+)
+CALLBACK_URL_IGNORED = Fault(
+    "callback-url-ignored",
+    "TARGET-ORDER-03",
+    "a callback_url binds no target",
+)
+PRECEDENCE_CALLBACK_OVER_URL = Fault(
+    "precedence-callback-over-url",
+    "TARGET-ORDER-02",
+    "callback_url wins over webhook.url (webhook.id still first)",
+)
+LOSING_CALLBACK_UNCHECKED = Fault(
+    "losing-callback-unchecked",
+    "TARGET-ORDER-05",
+    "a callback_url that loses to webhook.id or webhook.url is not validated",
+)
+LISTED_EVENTS_DROPPED = Fault(
+    "listed-events-dropped",
+    "TARGET-BIND-04",
+    "a binding that lists its events receives none of them",
+)
+
+
+#: Target selection (spec §4 rule 1): fault → the candidate it drops or demotes.
+_ORDER_FAULTS: Final = MappingProxyType(
+    {
+        REGISTERED_WEBHOOK_IGNORED: "drop id",
+        WEBHOOK_URL_IGNORED: "drop url",
+        CALLBACK_URL_IGNORED: "drop callback",
+        PRECEDENCE_CALLBACK_OVER_URL: "swap url callback",
+    }
+)
+
+
+def _faulty_order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """The resolution order (``id``, ``url``, ``callback``) with the order faults applied."""
+    found = list(kinds)
+    for fault, change in _ORDER_FAULTS.items():
+        if not faults.on(fault):
+            continue
+        verb, *what = change.split()
+        if verb == "drop" and what[0] in found:
+            found.remove(what[0])
+        elif verb == "swap" and set(what) <= set(found):
+            i, j = found.index(what[0]), found.index(what[1])
+            found[i], found[j] = found[j], found[i]
+    return tuple(found)
 
 
 BindingMode = Literal["inline", "registered", "callback"]
@@ -239,8 +299,10 @@ class Targets:
             requested = event_faults.known_events_only(self.faults, requested, ALL_EVENTS)
         events = parse_events(requested, where="webhook.events", choices=choices)
         events = chosen_events(events, choices)
-        if events is not None and url_faults.active(self.faults):
-            events = url_faults.listed_events(self.faults, events)
+        if events is not None and self.faults.on(LISTED_EVENTS_DROPPED):
+            # A placeholder name no event has: the listed set subscribes to none, and the
+            # defaults do not apply either.
+            events = ("(dropped)",)
         candidates: dict[str, Binding] = {}
         # The choice losing_targets = "ignored": only the first match is looked at.
         first_only = choices.losing_targets == "ignored"
@@ -251,14 +313,15 @@ class Targets:
             candidates["url"] = _binding("inline", target, events, key)
         if first_only and candidates:
             callback_url = None
-        if callback_url is not None and not url_faults.skips_loser(self.faults, candidates):
+        skips_loser = self.faults.on(LOSING_CALLBACK_UNCHECKED) and bool(candidates)
+        if callback_url is not None and not skips_loser:
             target = await self.validated(callback_url, where="callback_url")
             candidates["callback"] = _binding("callback", target, events, key)
         order: tuple[str, ...] = ("id", "url", "callback")
         if self.faults.on(PRECEDENCE_CALLBACK_FIRST):
             order = ("callback", "url", "id")
-        if url_faults.active(self.faults):
-            order = url_faults.order(self.faults, order)
+        if self.faults.any_on(_ORDER_FAULTS):
+            order = _faulty_order(self.faults, order)
         for choice in order:
             if choice in candidates:
                 if self.faults.on(LOSING_TARGET_NOTIFIED):

@@ -1,7 +1,8 @@
-"""Faults of the callback URL rules and target selection (spec §2, §4), one rule each.
+"""Faults of the callback URL rules (spec §2, §4, §7), one rule each.
 
-The suite's URL and target checks (``conformance/checks/test_url_*.py``,
-``test_target_*.py``) must catch each of these; each names the requirement id it breaks.
+The suite's URL checks (``conformance/checks/test_url_*.py``) must catch each of these;
+each names the requirement id it breaks. (The faults of target selection act, and are
+declared, in ``targets.py``.)
 A *waiver* accepts a URL that netguard refused for one rule only, as a service that
 forgot that rule would: it then connects where the URL points (the egress guard still
 keeps every connection on loopback). A *refusal* refuses a URL netguard accepted. With
@@ -36,16 +37,15 @@ __all__ = [
     "DECLARED",
     "active",
     "automatic_sender",
-    "listed_events",
     "on_refused_redeliver",
-    "order",
-    "skips_loser",
     "validate",
 ]
 
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 CALLBACK_SCHEME_UNCHECKED = Fault(
-    "callback-scheme-unchecked", "URL-SCHEME-03", "callback URLs of any scheme pass"
+    "callback-scheme-unchecked",
+    "URL-SCHEME-03",
+    "callback URLs of any scheme pass",
 )
 CALLBACK_UNRESOLVABLE_ACCEPTED = Fault(
     "callback-unresolvable-accepted",
@@ -58,7 +58,9 @@ CALLBACK_NAME_ADDRESS_UNCHECKED = Fault(
     "the addresses a callback host name resolves to are not checked (literals are)",
 )
 CALLBACK_HOSTLESS_ACCEPTED = Fault(
-    "callback-hostless-accepted", "URL-RESOLVE-07", "a URL without a host is accepted"
+    "callback-hostless-accepted",
+    "URL-RESOLVE-07",
+    "a URL without a host is accepted",
 )
 CALLBACK_LOOPBACK_ACCEPTED = Fault(
     "callback-loopback-accepted",
@@ -66,7 +68,9 @@ CALLBACK_LOOPBACK_ACCEPTED = Fault(
     "dotted IPv4 loopback hosts (127.0.0.0/8) are accepted",
 )
 CALLBACK_IPV6_LOOPBACK_ACCEPTED = Fault(
-    "callback-ipv6-loopback-accepted", "URL-LOOP-02", "the [::1] host is accepted"
+    "callback-ipv6-loopback-accepted",
+    "URL-LOOP-02",
+    "the [::1] host is accepted",
 )
 CALLBACK_IPV4_SPELLING_UNCHECKED = Fault(
     "callback-ipv4-spelling-unchecked",
@@ -74,10 +78,14 @@ CALLBACK_IPV4_SPELLING_UNCHECKED = Fault(
     "numeric spellings of loopback (127.2, 2130706434, 0x7f000002) are accepted",
 )
 CALLBACK_PRIVATE_172_ACCEPTED = Fault(
-    "callback-private-172-accepted", "URL-PRIV-02", "172.16.0.0/12 hosts are accepted"
+    "callback-private-172-accepted",
+    "URL-PRIV-02",
+    "172.16.0.0/12 hosts are accepted",
 )
 CALLBACK_PRIVATE_192_ACCEPTED = Fault(
-    "callback-private-192-accepted", "URL-PRIV-03", "192.168.0.0/16 hosts are accepted"
+    "callback-private-192-accepted",
+    "URL-PRIV-03",
+    "192.168.0.0/16 hosts are accepted",
 )
 CALLBACK_SHARED_SPACE_ACCEPTED = Fault(
     "callback-shared-space-accepted",
@@ -85,22 +93,34 @@ CALLBACK_SHARED_SPACE_ACCEPTED = Fault(
     "100.64.0.0/10 hosts (with the metadata address 100.100.100.200) are accepted",
 )
 CALLBACK_UNIQUE_LOCAL_ACCEPTED = Fault(
-    "callback-unique-local-accepted", "URL-PRIV-05", "fc00::/7 hosts are accepted"
+    "callback-unique-local-accepted",
+    "URL-PRIV-05",
+    "fc00::/7 hosts are accepted",
 )
 CALLBACK_LINK_LOCAL_ACCEPTED = Fault(
-    "callback-link-local-accepted", "URL-LINK-01", "169.254.0.0/16 hosts are accepted"
+    "callback-link-local-accepted",
+    "URL-LINK-01",
+    "169.254.0.0/16 hosts are accepted",
 )
 CALLBACK_METADATA_ACCEPTED = Fault(
-    "callback-metadata-accepted", "URL-LINK-02", "the metadata host 169.254.169.254 passes"
+    "callback-metadata-accepted",
+    "URL-LINK-02",
+    "the metadata host 169.254.169.254 passes",
 )
 CALLBACK_IPV6_LINK_LOCAL_ACCEPTED = Fault(
-    "callback-ipv6-link-local-accepted", "URL-LINK-03", "fe80::/10 hosts are accepted"
+    "callback-ipv6-link-local-accepted",
+    "URL-LINK-03",
+    "fe80::/10 hosts are accepted",
 )
 CALLBACK_IPV6_METADATA_ACCEPTED = Fault(
-    "callback-ipv6-metadata-accepted", "URL-LINK-04", "[fd00:ec2::254] is accepted"
+    "callback-ipv6-metadata-accepted",
+    "URL-LINK-04",
+    "[fd00:ec2::254] is accepted",
 )
 CALLBACK_MAPPED_UNCHECKED = Fault(
-    "callback-mapped-unchecked", "URL-MAPPED-01", "IPv4-mapped IPv6 hosts are accepted"
+    "callback-mapped-unchecked",
+    "URL-MAPPED-01",
+    "IPv4-mapped IPv6 hosts are accepted",
 )
 CALLBACK_UNSPECIFIED_ACCEPTED = Fault(
     "callback-unspecified-accepted",
@@ -108,7 +128,9 @@ CALLBACK_UNSPECIFIED_ACCEPTED = Fault(
     "0.0.0.0/8 hosts (0.0.0.0 included) are accepted",
 )
 CALLBACK_IPV6_UNSPECIFIED_ACCEPTED = Fault(
-    "callback-ipv6-unspecified-accepted", "URL-UNSPEC-02", "the [::] host is accepted"
+    "callback-ipv6-unspecified-accepted",
+    "URL-UNSPEC-02",
+    "the [::] host is accepted",
 )
 CALLBACK_IPV4_SPECIAL_ACCEPTED = Fault(
     "callback-ipv4-special-accepted",
@@ -121,7 +143,9 @@ CALLBACK_IPV6_SPECIAL_ACCEPTED = Fault(
     "IPv6 documentation, discard-only, benchmarking, IETF and SRv6 hosts are accepted",
 )
 CALLBACK_LENGTH_UNCHECKED = Fault(
-    "callback-length-unchecked", "URL-LEN-02", "callback URLs over 2048 characters pass"
+    "callback-length-unchecked",
+    "URL-LEN-02",
+    "callback URLs over 2048 characters pass",
 )
 WEBHOOK_URL_UNCHECKED = Fault(
     "webhook-url-unchecked",
@@ -129,10 +153,14 @@ WEBHOOK_URL_UNCHECKED = Fault(
     "webhook.url is not held to the callback URL rules (callback_url still is)",
 )
 CALLBACK_URL_REPAIRED = Fault(
-    "callback-url-repaired", "URL-FORM-03", "http:/host (one slash) is accepted"
+    "callback-url-repaired",
+    "URL-FORM-03",
+    "http:/host (one slash) is accepted",
 )
 CALLBACK_WHITESPACE_STRIPPED = Fault(
-    "callback-whitespace-stripped", "URL-FORM-04", "whitespace and control characters pass"
+    "callback-whitespace-stripped",
+    "URL-FORM-04",
+    "whitespace and control characters pass",
 )
 CALLBACK_PARSER_LENIENT = Fault(
     "callback-parser-lenient",
@@ -140,16 +168,24 @@ CALLBACK_PARSER_LENIENT = Fault(
     "backslashes, malformed IPv4 and percent-encoded hosts pass",
 )
 CALLBACK_UNICODE_HOST_UNCHECKED = Fault(
-    "callback-unicode-host-unchecked", "URL-FORM-06", "hosts with non-ASCII characters pass"
+    "callback-unicode-host-unchecked",
+    "URL-FORM-06",
+    "hosts with non-ASCII characters pass",
 )
 CALLBACK_PORT_UNCHECKED = Fault(
-    "callback-port-unchecked", "URL-FORM-02", "port 0 and ports over 65535 pass"
+    "callback-port-unchecked",
+    "URL-FORM-02",
+    "port 0 and ports over 65535 pass",
 )
 CALLBACK_MULTICAST_ACCEPTED = Fault(
-    "callback-multicast-accepted", "URL-MCAST-01", "multicast callback hosts pass"
+    "callback-multicast-accepted",
+    "URL-MCAST-01",
+    "multicast callback hosts pass",
 )
 CALLBACK_DEPRECATED_RANGE_ACCEPTED = Fault(
-    "callback-deprecated-range-accepted", "URL-DEPR-01", "fec0::/10, 192.88.99.0/24 pass"
+    "callback-deprecated-range-accepted",
+    "URL-DEPR-01",
+    "fec0::/10, 192.88.99.0/24 pass",
 )
 CALLBACK_EMBEDDED_IPV4_UNCHECKED = Fault(
     "callback-embedded-ipv4-unchecked",
@@ -167,31 +203,29 @@ REGISTERED_URL_UNCHECKED = Fault(
     "POST /api/webhooks registers any URL (the callback URL rules are not applied)",
 )
 CALLBACK_FRAGMENT_NOT_COUNTED = Fault(
-    "callback-fragment-not-counted", "URL-LEN-03", "the fragment is not counted to 2048"
+    "callback-fragment-not-counted",
+    "URL-LEN-03",
+    "the fragment is not counted to 2048",
 )
 CALLBACK_LIMIT_2047 = Fault(
-    "callback-limit-2047", "URL-LEN-01", "callback URLs of 2048 characters are refused"
+    "callback-limit-2047",
+    "URL-LEN-01",
+    "callback URLs of 2048 characters are refused",
 )
 CALLBACK_HTTP_REFUSED = Fault(
-    "callback-http-refused", "URL-SCHEME-01", "http callback URLs are refused"
+    "callback-http-refused",
+    "URL-SCHEME-01",
+    "http callback URLs are refused",
 )
 CALLBACK_HTTPS_REFUSED = Fault(
-    "callback-https-refused", "URL-SCHEME-02", "https callback URLs are refused"
+    "callback-https-refused",
+    "URL-SCHEME-02",
+    "https callback URLs are refused",
 )
 CALLBACK_SCHEME_CASE_SENSITIVE = Fault(
-    "callback-scheme-case-sensitive", "URL-SCHEME-04", "HTTP:// (upper case) is refused"
-)
-REGISTERED_WEBHOOK_IGNORED = Fault(
-    "registered-webhook-ignored", "TARGET-BIND-01", "webhook.id binds no target"
-)
-WEBHOOK_URL_IGNORED = Fault("webhook-url-ignored", "TARGET-BIND-02", "webhook.url binds no target")
-CALLBACK_URL_IGNORED = Fault(
-    "callback-url-ignored", "TARGET-ORDER-03", "a callback_url binds no target"
-)
-PRECEDENCE_CALLBACK_OVER_URL = Fault(
-    "precedence-callback-over-url",
-    "TARGET-ORDER-02",
-    "callback_url wins over webhook.url (webhook.id still first)",
+    "callback-scheme-case-sensitive",
+    "URL-SCHEME-04",
+    "HTTP:// (upper case) is refused",
 )
 REDELIVER_SENDS_BEFORE_CHECKING = Fault(
     "redeliver-sends-before-checking",
@@ -214,7 +248,9 @@ REDELIVER_REFUSAL_RECORDED = Fault(
     "a redeliver refused for a now-private target records a failed attempt",
 )
 BAD_TARGET_422 = Fault(
-    "bad-target-422", "TARGET-URL-01", "a callback target failing validation gets 422"
+    "bad-target-422",
+    "TARGET-URL-01",
+    "a callback target failing validation gets 422",
 )
 SCHEME_REFUSED_422 = Fault(
     "callback-scheme-422",
@@ -241,20 +277,10 @@ TOO_LONG_414 = Fault(
     "ERR-400-04",
     "a callback target over 2048 characters is answered 414 (URI Too Long)",
 )
-LOSING_CALLBACK_UNCHECKED = Fault(
-    "losing-callback-unchecked",
-    "TARGET-ORDER-05",
-    "a callback_url that loses to webhook.id or webhook.url is not validated",
-)
 CALLBACK_NON_STRING_ACCEPTED = Fault(
     "callback-non-string-accepted",
     "URL-FORM-07",
     "a callback_url that is not a string is accepted (as its text, unvalidated)",
-)
-LISTED_EVENTS_DROPPED = Fault(
-    "listed-events-dropped",
-    "TARGET-BIND-04",
-    "a binding that lists its events receives none of them",
 )
 #: Every fault above (what :func:`active` asks about).
 DECLARED: Final = declared_in(globals())
@@ -376,42 +402,6 @@ _REFUSALS: Final[Mapping[Fault, Callable[[ValidatedTarget], str | None]]] = Mapp
         ),
     }
 )
-
-#: Target selection (spec §4 rule 1): fault → the candidate it drops or demotes.
-_ORDER_FAULTS: Final = MappingProxyType(
-    {
-        REGISTERED_WEBHOOK_IGNORED: "drop id",
-        WEBHOOK_URL_IGNORED: "drop url",
-        CALLBACK_URL_IGNORED: "drop callback",
-        PRECEDENCE_CALLBACK_OVER_URL: "swap url callback",
-    }
-)
-
-
-def listed_events(faults: Faults, events: tuple[str, ...]) -> tuple[str, ...]:
-    """The events a binding subscribes to; under its fault a listed set subscribes to none
-    (a placeholder name no event has, so the defaults do not apply either)."""
-    return ("(dropped)",) if faults.on(LISTED_EVENTS_DROPPED) else events
-
-
-def skips_loser(faults: Faults, candidates: Mapping[str, Any]) -> bool:
-    """Whether a callback_url that loses the order (another target won) goes unvalidated."""
-    return faults.on(LOSING_CALLBACK_UNCHECKED) and bool(candidates)
-
-
-def order(faults: Faults, kinds: tuple[str, ...]) -> tuple[str, ...]:
-    """The resolution order (``id``, ``url``, ``callback``) with the active faults applied."""
-    found = list(kinds)
-    for fault, change in _ORDER_FAULTS.items():
-        if not faults.on(fault):
-            continue
-        verb, *what = change.split()
-        if verb == "drop" and what[0] in found:
-            found.remove(what[0])
-        elif verb == "swap" and set(what) <= set(found):
-            i, j = found.index(what[0]), found.index(what[1])
-            found[i], found[j] = found[j], found[i]
-    return tuple(found)
 
 
 def active(faults: Faults) -> bool:
