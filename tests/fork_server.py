@@ -64,6 +64,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
+from processes import wait_or_kill
+
 __all__ = ["CLIENT", "REFERENCE_MODULES", "SUITE_MODULES", "ForkServer", "RunTimeout", "shared"]
 
 #: What a server imports before its first fork: the reference, which it can start for a
@@ -490,11 +492,7 @@ class ForkServer:
         """End the server: no more runs; it exits when its children have."""
         with contextlib.suppress(OSError):
             self._requests.close()
-        try:
-            self._process.wait(timeout=_READY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait(timeout=_READY_TIMEOUT_S)
+        wait_or_kill(self._process, _READY_TIMEOUT_S)
         self._reader.join(timeout=_READY_TIMEOUT_S)
         self._replies.close()
         self._socket_dir.cleanup()

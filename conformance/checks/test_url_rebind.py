@@ -68,21 +68,39 @@ def _need_rebind_canary(canary: CanaryView) -> None:
         )
 
 
-def _failing_named_target(
+@dataclass(frozen=True)
+class NamedTarget:
+    """A callback name pointed at the receiver, whose endpoint answers every attempt 500,
+    and the generation submitted to it; the name can be moved to the rebind canary."""
+
+    name: str
+    url: str
+    generation_id: str
+    dns_server: DnsServer
+    canary: CanaryView
+
+    def move_to_canary(self) -> None:
+        """Point the name at 127.0.0.2, where the canary listens (a private address)."""
+        self.dns_server.rebind(self.name, [self.canary.canary.rebind_host])
+
+
+@pytest.fixture
+def failing_name(
     api: ApiClient,
     receiver: Receiver,
     dns_server: DnsServer,
     endpoint: Endpoint,
     canary: CanaryView,
-) -> tuple[str, str, str]:
+) -> NamedTarget:
     """Set-up of a rebinding: a fresh name pointed at the receiver, *endpoint* answering
-    every attempt 500, a generation submitted with a callback_url on that name; the name,
-    the URL and the generation id. Needs the canary the name will be moved to."""
+    every attempt 500, a generation submitted with a callback_url on that name. Needs the
+    canary the name will be moved to."""
     _need_rebind_canary(canary)
     name = dns_server.set(f"cb-{secrets.token_hex(5)}", [_receiver_ip(receiver)])
     endpoint.respond_with_statuses([500])
     url = f"http://{name}:{receiver.port}{endpoint.path}"
-    return name, url, submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+    generation_id = submit_with_target(api, url, kind="callback_url", path=IMAGES_PATH)
+    return NamedTarget(name, url, generation_id, dns_server, canary)
 
 
 @dataclass(frozen=True)
@@ -99,23 +117,18 @@ class Exhausted:
 
 @pytest.fixture
 def rebound(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, profile: Profile, endpoint: Endpoint, failing_name: NamedTarget
 ) -> Exhausted:
     """Set-up: a callback to a name on the receiver, every attempt failed, the name moved
     to 127.0.0.2 (the rebind canary). Any failure here is a set-up error."""
-    name, url, generation_id = _failing_named_target(api, receiver, dns_server, endpoint, canary)
     try:
         arrived = endpoint.wait_for(ATTEMPTS, delivery_deadline(profile, attempts=ATTEMPTS))
     except AssertionError as missing:  # retries are judged by the DLV checks, not here
         raise SetupFailed(f"setup: {ATTEMPTS} attempts expected: {missing}") from None
-    delivery_id, record = settle_exhausted(api, generation_id, url, arrived)
-    dns_server.rebind(name, [canary.canary.rebind_host])
-    return Exhausted(name, url, delivery_id, generation_id, record, ATTEMPTS)
+    target = failing_name
+    delivery_id, record = settle_exhausted(api, target.generation_id, target.url, arrived)
+    target.move_to_canary()
+    return Exhausted(target.name, target.url, delivery_id, target.generation_id, record, ATTEMPTS)
 
 
 @pytest.fixture
@@ -127,34 +140,28 @@ def redelivered(api: ApiClient, rebound: Exhausted) -> httpx.Response:
 
 @pytest.mark.requirement("URL-RESOLVE-05")
 def test_url_name_rebound_after_submit_gets_no_retry_at_the_private_address(
-    api: ApiClient,
-    profile: Profile,
-    receiver: Receiver,
-    dns_server: DnsServer,
-    endpoint: Endpoint,
-    canary: CanaryView,
+    api: ApiClient, profile: Profile, endpoint: Endpoint, failing_name: NamedTarget
 ) -> None:
     """A callback name moved to a private address after its first attempt gets no retry
     there: each attempt resolves the name again and checks it, or keeps the address
     validated at the submit (an interpretation)."""
-    name, url, generation_id = _failing_named_target(api, receiver, dns_server, endpoint, canary)
     try:
         endpoint.wait_for(1, delivery_deadline(profile, attempts=1))
     except AssertionError as missing:  # the first attempt is judged by the DLV checks
         raise SetupFailed(f"setup: the first attempt never came: {missing}") from None
-    dns_server.rebind(name, [canary.canary.rebind_host])
+    failing_name.move_to_canary()
     record = wait_for_record(
         api,
-        generation_id,
-        url,
+        failing_name.generation_id,
+        failing_name.url,
         lambda r: r.get("outcome") not in (None, "pending", "pending_retry"),
         delivery_deadline(profile, attempts=ATTEMPTS),
     )
-    hits = canary.hits
+    hits = failing_name.canary.hits
     assert not hits, (
-        f"URL-RESOLVE-05: expected no retry at the private address {name} moved to after "
-        f"its first attempt; the canary saw {len(hits)} connections (the record: "
-        f"{None if record is None else record.get('outcome')!r})"
+        f"URL-RESOLVE-05: expected no retry at the private address {failing_name.name} "
+        f"moved to after its first attempt; the canary saw {len(hits)} connections (the "
+        f"record: {None if record is None else record.get('outcome')!r})"
     )
 
 

@@ -20,6 +20,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 from dnslib import RCODE, DNSLabel, DNSRecord
+from processes import wait_or_kill
 
 from conformance.observe.dns import SILENT_RCODE, DnsBusy, DnsServer, shared_zone_dir
 
@@ -212,11 +213,7 @@ class Peer:
         assert self.process.stdin is not None
         self.process.stdin.close()  # end of input: the peer stops, if it has not
         if self.process.poll() is None:
-            try:
-                self.process.wait(timeout=PEER_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=PEER_TIMEOUT_S)
+            wait_or_kill(self.process, PEER_TIMEOUT_S)
         self._reader.join(timeout=PEER_TIMEOUT_S)
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:

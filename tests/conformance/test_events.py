@@ -5,6 +5,7 @@ set-up error, and stops waiting for an absent event once the generation has sett
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -26,30 +27,7 @@ from conformance.target.client import ApiClient, Recorder
 from conformance.target.profile import CapabilityMissing, Profile, parse_profile
 from conformance.target.setup import SetupFailed
 
-PROFILE = """
-base_url = "http://127.0.0.1:9"
-key_prefix = "gk"
-[keys.primary]
-key = "gk_EVENTScanary0primary0key0000001"
-scopes = ["images:generate"]
-signing_secret = "psk_EVENTScanary0primary0signing01"
-[keys.sibling]
-key = "gk_EVENTScanary0sibling0key0000002"
-scopes = ["images:generate"]
-signing_secret = "psk_EVENTScanary0sibling0signing02"
-[keys.foreign]
-key = "gk_EVENTScanary0foreign0key0000003"
-account = "second"
-scopes = ["images:generate"]
-signing_secret = "psk_EVENTScanary0foreign0signing03"
-[keys.unsigned]
-key = "gk_EVENTScanary0unsigned0key000004"
-scopes = ["images:generate"]
-[sandbox]
-max_generation_seconds = 1
-[timing]
-tolerance_seconds = 0.2
-"""
+PROFILE = (Path(__file__).parent / "events_profile.toml").read_text()
 
 
 def test_target_body_per_kind() -> None:

@@ -33,6 +33,7 @@ from typing import Any
 
 import fork_server
 import httpx
+from processes import wait_or_kill
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -100,11 +101,7 @@ class RunningReference:
                     os.kill(int(self.pid_file.read_text(encoding="ascii")), sig)
             else:
                 self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=STOP_TIMEOUT_S)
+            wait_or_kill(self.process, STOP_TIMEOUT_S)
         if self.process.stdout is not None:
             self.process.stdout.close()
         return self.process.returncode

@@ -38,22 +38,19 @@ def add_options(parser: pytest.Parser) -> None:
         default=None,
         help="where the reports go; default: reports/<UTC timestamp>/",
     )
-    group.addoption(
-        "--only",
-        dest="genapi_only",
-        metavar="ID",
-        action="append",
-        default=[],
-        help="run only the checks of this requirement id (repeatable)",
-    )
-    group.addoption(
-        "--area",
-        dest="genapi_area",
-        metavar="AREA",
-        action="append",
-        default=[],
-        help="run only the checks of requirements in this area (repeatable)",
-    )
+    # The two selection filters, both repeatable (the CLI passes its own --only, --area on).
+    for flag, dest, metavar, which in (
+        ("--only", "genapi_only", "ID", "of this requirement id"),
+        ("--area", "genapi_area", "AREA", "of requirements in this area"),
+    ):
+        group.addoption(
+            flag,
+            dest=dest,
+            metavar=metavar,
+            action="append",
+            default=[],
+            help=f"run only the checks {which} (repeatable)",
+        )
     group.addoption(
         "--budget-requests",
         dest="genapi_budget_requests",

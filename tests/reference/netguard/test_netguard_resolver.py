@@ -20,15 +20,14 @@ import pytest
 from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
-from reference.netguard import (
-    CallbackPolicy,
-    CallbackRejected,
+from reference.netguard.resolver import (
     DnsServerResolver,
     HostNotResolved,
     HostsFileResolver,
     Resolver,
     SystemResolver,
 )
+from reference.netguard.urls import CallbackPolicy, CallbackRejected
 
 pytestmark = pytest.mark.anyio
 
