@@ -16,7 +16,7 @@ from dataclasses import dataclass
 __all__ = ["Fault", "Faults", "declared_in"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fault:
     """One injectable deviation: its name, the requirement id it violates, what it does."""
 

@@ -30,6 +30,9 @@ from reference.tiers import Tier
 
 __all__ = ["RateLimiter", "WindowState", "rate_limited", "seconds_to_utc_midnight", "utc_day"]
 
+#: The per-minute limit's rolling window, in seconds (spec §8).
+WINDOW_S = 60.0
+
 # Faults injected here (``--fault NAME``; the registry, ``reference/faults.py``, collects them).
 MISSING_RETRY_AFTER = Fault(
     "missing-retry-after",
@@ -98,7 +101,6 @@ RATE_429_BODY_WITHOUT_DETAIL = Fault(
 )
 
 
-WINDOW_S = 60.0
 #: Counts one request of a key on a day unless the day is used up (params: key id, day,
 #: the per-day limit twice); one statement, atomic on its own.
 _COUNT_DAY = (

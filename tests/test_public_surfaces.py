@@ -37,7 +37,7 @@ SURFACES = {
     "conformance.run.commands.load": "EXIT_HARNESS locust_request main register",
     "conformance.run.fixtures.client": "adapter api make_api recorder",
     "conformance.run.fixtures.labs": "Labs labs",
-    "conformance.run.fixtures.profile": "leases profile profile_path redactor",
+    "conformance.run.fixtures.profile": "foreign leases profile profile_path redactor",
     "conformance.run.fixtures.receiver": (
         "canary canary_listeners delivery_target dns_server endpoint final_events make_endpoint "
         "receiver"

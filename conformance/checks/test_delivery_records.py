@@ -27,11 +27,11 @@ from conformance.observe.deliveries import (
     submit_with_target,
     wait_for_record,
 )
-from conformance.observe.events import COMPLETED, foreign_key
+from conformance.observe.events import COMPLETED
 from conformance.observe.receiver import Endpoint, Reply
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
+from conformance.target.profile import KeyProfile, Profile
 from conformance.target.setup import SetupFailed
 
 #: The exhausted chain's replies, one per attempt (spec §3: 3 attempts).
@@ -429,10 +429,9 @@ def test_record_pending_retry_while_waiting_for_retry(
 
 @pytest.mark.requirement("REC-GEN-08")
 def test_generation_deliveries_of_other_account_answered_404(
-    api: ApiClient, lab: Chains, profile: Profile
+    api: ApiClient, lab: Chains, foreign: KeyProfile
 ) -> None:
     """The delivery list of another account's generation is answered 404."""
-    foreign = foreign_key(profile)
     chain, _ = _settled(lab, "delivered")
     response = api.request(
         "GET", f"/v1/generations/{chain.generation()}/deliveries", role=foreign.role

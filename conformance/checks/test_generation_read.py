@@ -17,10 +17,9 @@ import pytest
 
 from conformance.judge.asserts import assert_status, describe, error_detail, json_object
 from conformance.observe.deliveries import submit_with_target
-from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Endpoint
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
+from conformance.target.profile import KeyProfile, Profile
 from conformance.target.setup import (
     IMAGES_PATH,
     SUBMIT_PROMPT,
@@ -89,10 +88,9 @@ def test_read_unknown_id_error_body_has_detail(api: ApiClient) -> None:
 
 @pytest.mark.requirement("GEN-READ-03")
 def test_read_with_other_accounts_key_answers_404(
-    api: ApiClient, endpoint: Endpoint, profile: Profile
+    api: ApiClient, endpoint: Endpoint, foreign: KeyProfile
 ) -> None:
     """Another account's key reading a generation gets 404, and nothing of it."""
-    foreign = foreign_key(profile)
     prompt = f"{SUBMIT_PROMPT} conformance-read-foreign"
     generation_id = submit_with_target(api, endpoint.url, prompt=prompt)
     response = api.request("GET", f"/v1/generations/{generation_id}", role=foreign.role)

@@ -20,7 +20,6 @@ import pytest
 
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
 from conformance.observe.deliveries import OUTCOMES, Chain, Chains, settle_exhausted
-from conformance.observe.events import foreign_key
 from conformance.observe.receiver import Delivery, Reply
 from conformance.observe.signatures import (
     SignatureFormatError,
@@ -29,7 +28,7 @@ from conformance.observe.signatures import (
 )
 from conformance.run.fixtures.labs import Labs
 from conformance.target.client import ApiClient
-from conformance.target.profile import Profile
+from conformance.target.profile import KeyProfile, Profile
 from conformance.target.setup import SetupFailed
 
 #: Spec §3: three attempts, then exhausted.
@@ -307,10 +306,9 @@ def test_redeliver_of_failed_delivery_reaches_target(
 
 @pytest.mark.requirement("REDLV-FOREIGN-01")
 def test_redeliver_of_other_accounts_delivery_answered_404(
-    api: ApiClient, lab: Chains, profile: Profile
+    api: ApiClient, lab: Chains, foreign: KeyProfile
 ) -> None:
     """Redeliver of another account's delivery is answered 404 and sends nothing."""
-    foreign = foreign_key(profile)
     chain, delivery_id, _ = _exhausted(lab, "foreign")
     response = api.request("POST", _path(delivery_id), role=foreign.role)
     assert_status(response, 404)

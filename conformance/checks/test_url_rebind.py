@@ -216,15 +216,19 @@ def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
     )
 
 
+#: Non-public addresses a callback name is pointed at, each with the kind of address it
+#: is (spec §4: a host name must resolve to a public address).
+NON_PUBLIC: Final = (
+    ("127.0.0.2", "loopback"),
+    ("10.0.0.1", "private"),
+    ("169.254.169.254", "metadata"),
+    ("::1", "loopback"),
+    ("fd00::1", "unique-local"),
+)
+
+
 @pytest.mark.parametrize(
-    "address",
-    [
-        pytest.param("127.0.0.2", id="name-to-loopback-127.0.0.2-400"),
-        pytest.param("10.0.0.1", id="name-to-private-10.0.0.1-400"),
-        pytest.param("169.254.169.254", id="name-to-metadata-169.254.169.254-400"),
-        pytest.param("::1", id="name-to-loopback-::1-400"),
-        pytest.param("fd00::1", id="name-to-unique-local-fd00::1-400"),
-    ],
+    "address", [pytest.param(a, id=f"name-to-{kind}-{a}-400") for a, kind in NON_PUBLIC]
 )
 @pytest.mark.requirement("URL-RESOLVE-02")
 def test_url_name_resolving_to_private_address_answered_400(

@@ -16,6 +16,12 @@ from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["ENVELOPE_NAME", "main", "register"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "sign a run's results (an in-toto Statement in a DSSE envelope)"
+DESCRIPTION = (
+    "Sign the reports of a run folder with an Ed25519 key (`genapi-conformance keygen` makes one)."
+)
+
 #: Where the envelope goes in the run folder unless ``--out`` says otherwise.
 ENVELOPE_NAME = "attestation.dsse.json"
 
@@ -45,10 +51,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "sign a run's results (an in-toto Statement in a DSSE envelope)"
-DESCRIPTION = (
-    "Sign the reports of a run folder with an Ed25519 key (`genapi-conformance keygen` makes one)."
-)
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("attest", HELP, DESCRIPTION, _arguments, main)

@@ -19,6 +19,10 @@ from conformance.run.commands.common import fail, printable, subcommand
 
 __all__ = ["main", "register"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "the requirements whose verdict changed between two runs"
+DESCRIPTION = "Compare two runs' results.json. Exit 0 no change, 1 changes, 2 error."
+
 #: How a verdict missing from one run is shown.
 ABSENT = "-"
 
@@ -57,8 +61,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_FAILED if changes else EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "the requirements whose verdict changed between two runs"
-DESCRIPTION = "Compare two runs' results.json. Exit 0 no change, 1 changes, 2 error."
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("diff", HELP, DESCRIPTION, _arguments, main)

@@ -18,6 +18,10 @@ from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["main", "register"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "make an Ed25519 key pair to sign attestations with"
+DESCRIPTION = "Write PREFIX.key (private, mode 0600) and PREFIX.pub (public)."
+
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -58,8 +62,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "make an Ed25519 key pair to sign attestations with"
-DESCRIPTION = "Write PREFIX.key (private, mode 0600) and PREFIX.pub (public)."
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("keygen", HELP, DESCRIPTION, _arguments, main)

@@ -44,6 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["listen", "main", "register", "safe_file_name"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "a standalone webhook receiver that prints each delivery live"
+DESCRIPTION = (
+    "Receive webhook deliveries, print each with its signature verdict, "
+    "reply as scripted. Exit 0 when done, 1 when --count did not arrive in time."
+)
+
 #: The longest a listen may last, so that a forgotten one ends.
 MAX_DURATION_S = 24 * 3600.0
 #: How often the loop wakes to check its deadline while nothing arrives.
@@ -223,11 +230,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_FAILED if options.count is not None and shown < options.count else EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "a standalone webhook receiver that prints each delivery live"
-DESCRIPTION = (
-    "Receive webhook deliveries, print each with its signature verdict, "
-    "reply as scripted. Exit 0 when done, 1 when --count did not arrive in time."
-)
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("listen", HELP, DESCRIPTION, _arguments, main)

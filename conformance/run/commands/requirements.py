@@ -28,6 +28,13 @@ from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["faults_by_requirement", "main", "register", "uncovered_musts"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "list and search the requirements, their checks and faults"
+DESCRIPTION = (
+    "List the catalog's requirements with the checks that cite them and "
+    "the reference faults those checks catch. Filters combine (all must hold)."
+)
+
 #: How long listing the reference's faults may take.
 FAULTS_TIMEOUT_S = 60.0
 
@@ -168,11 +175,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "list and search the requirements, their checks and faults"
-DESCRIPTION = (
-    "List the catalog's requirements with the checks that cite them and "
-    "the reference faults those checks catch. Filters combine (all must hold)."
-)
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("requirements", HELP, DESCRIPTION, _arguments, main)

@@ -18,6 +18,13 @@ from conformance.run.commands.common import fail, subcommand
 
 __all__ = ["main", "register"]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "verify a signed run (offline)"
+DESCRIPTION = (
+    "Verify an attestation's signature and, with --run, that the run "
+    "folder's reports are the attested ones. Exit 0 verified, 1 not verified, 2 usage."
+)
+
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("envelope", type=Path, metavar="FILE", help="the DSSE envelope")
@@ -56,11 +63,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "verify a signed run (offline)"
-DESCRIPTION = (
-    "Verify an attestation's signature and, with --run, that the run "
-    "folder's reports are the attested ones. Exit 0 verified, 1 not verified, 2 usage."
-)
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("verify-attestation", HELP, DESCRIPTION, _arguments, main)

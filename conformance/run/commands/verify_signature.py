@@ -30,6 +30,13 @@ __all__ = [
     "secret_of",
 ]
 
+#: What ``--help`` says of the command (one line in the list, then its own page).
+HELP = "check a webhook delivery's signature (valid, or why not)"
+DESCRIPTION = (
+    "Verify X-<brand>-Signature over the raw body with the webhook secret. "
+    "Exit 0 valid, 1 invalid, 2 usage error."
+)
+
 DEFAULT_SECRET_ENV = "GENAPI_WEBHOOK_SECRET"  # noqa: S105 (a variable's name)
 
 
@@ -210,11 +217,5 @@ def main(options: argparse.Namespace) -> int:
     return EXIT_FAILED
 
 
-#: What ``--help`` says of the command (one line in the list, then its own page).
-HELP = "check a webhook delivery's signature (valid, or why not)"
-DESCRIPTION = (
-    "Verify X-<brand>-Signature over the raw body with the webhook secret. "
-    "Exit 0 valid, 1 invalid, 2 usage error."
-)
 #: Adds the subcommand to the CLI (:func:`~conformance.run.commands.common.subcommand`).
 register = subcommand("verify-signature", HELP, DESCRIPTION, _arguments, main)

@@ -10,7 +10,7 @@ carries it; and, once the run is over, every artifact in the report folder once 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,9 +21,9 @@ from conformance.secrets import Redactor
 __all__ = ["longrepr_text", "redact_artifacts", "redact_report"]
 
 
-@dataclass(frozen=True)
-class _Crash:
-    """Where and why a check failed (what pytest's one-line summaries show)."""
+class _Crash(NamedTuple):
+    """Where and why a check failed (what pytest's one-line summaries show): pytest's
+    ``ReprFileLocation``, with the message masked."""
 
     path: str
     lineno: int
