@@ -101,41 +101,38 @@ def _quote(found: Sequence[str]) -> str:
     return "; ".join(found[:QUOTED]) + more
 
 
-def _draw(
+def _cases(
     schema: Any,
     operation: Operation,
     mode: Mode,
     safe_urls: Sequence[str],
     path_parameters: dict[str, str] | None = None,
 ) -> list[FuzzCase]:
-    return draw_cases(
+    """The requests of *mode* to *operation*: drawn ones; invalid ones start with the
+    coverage phase's systematic cases."""
+    method, path = operation.method, operation.path
+    systematic = (
+        coverage_cases(
+            schema,
+            method,
+            path,
+            mode=mode,
+            safe_urls=safe_urls,
+            path_parameters=path_parameters,
+            limit=MAX_COVERAGE,
+        )
+        if mode == "negative"
+        else []
+    )
+    return systematic + draw_cases(
         schema,
-        operation.method,
-        operation.path,
+        method,
+        path,
         mode=mode,
         max_examples=MAX_EXAMPLES,
         safe_urls=safe_urls,
         path_parameters=path_parameters,
     )
-
-
-def _invalid(
-    schema: Any,
-    operation: Operation,
-    safe_urls: Sequence[str],
-    path_parameters: dict[str, str] | None = None,
-) -> list[FuzzCase]:
-    """Invalid requests: the coverage phase's systematic ones, then drawn ones."""
-    systematic = coverage_cases(
-        schema,
-        operation.method,
-        operation.path,
-        mode="negative",
-        safe_urls=safe_urls,
-        path_parameters=path_parameters,
-        limit=MAX_COVERAGE,
-    )
-    return systematic + _draw(schema, operation, "negative", safe_urls, path_parameters)
 
 
 @pytest.mark.requirement("GEN-ID-01")
@@ -147,7 +144,7 @@ def test_fuzz_submit_accepted_answer_carries_generation_id(
     schema_name = documented_schema(operation.operation_id, 202)
     assert schema_name is not None, f"the document gives no 202 body for {operation.path}"
     accepted_body = validator(schema_name)
-    cases = _draw(fuzz_schema, operation, "positive", [endpoint.url])
+    cases = _cases(fuzz_schema, operation, "positive", [endpoint.url])
     accepted = 0
     broken: list[str] = []
     for fuzz in cases:
@@ -186,13 +183,13 @@ def test_fuzz_operation_drawn_requests_get_no_5xx(
     """No drawn request to a /v1 operation, valid or not, is answered with a 5xx status."""
     # Valid data aims at real resources (else every read ends at the 404 of an unknown
     # id); invalid data keeps the drawn ids, which are part of what is invalid.
-    cases = _draw(
+    cases = _cases(
         fuzz_schema,
         operation,
         "positive",
         [endpoint.url],
         _path_parameters(operation, real_paths),
-    ) + _invalid(fuzz_schema, operation, [endpoint.url])
+    ) + _cases(fuzz_schema, operation, "negative", [endpoint.url])
     errors: list[str] = []
     for fuzz in cases:
         response = _send(api, fuzz)
@@ -211,7 +208,7 @@ def test_fuzz_webhook_deliveries_unknown_outcome_answers_400(
 ) -> None:
     """Every drawn outcome filter outside delivered, failed, pending_retry, exhausted gets 400."""
     (operation,) = [op for op in V1_OPERATIONS if op.operation_id == "listWebhookDeliveries"]
-    cases = _invalid(fuzz_schema, operation, [], _path_parameters(operation, real_paths))
+    cases = _cases(fuzz_schema, operation, "negative", [], _path_parameters(operation, real_paths))
     judged = 0
     wrong: list[str] = []
     for fuzz in cases:
@@ -288,7 +285,7 @@ def test_fuzz_submit_body_breaking_stated_field_rule_is_refused_4xx(
     (operation,) = [op for op in SUBMITS if op.operation_id == operation_id]
     cases = [
         fuzz
-        for fuzz in _invalid(fuzz_schema, operation, [endpoint.url])
+        for fuzz in _cases(fuzz_schema, operation, "negative", [endpoint.url])
         if fuzz.has_body and "json" in (fuzz.media_type or "") and breaks_rule(fuzz.body)
     ]
     if not cases:
