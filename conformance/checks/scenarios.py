@@ -24,6 +24,7 @@ __all__ = [
     "CALLBACK",
     "FAILED_INLINE",
     "INLINE",
+    "PER_REQUEST",
     "REGISTERED",
     "RETRIED",
     "VIDEO",
@@ -41,10 +42,14 @@ VIDEO: Final = Scenario(kind="webhook.url", path=VIDEOS_PATH)
 #: The receiver fails twice, then accepts: three attempts of one delivery (spec §6).
 RETRIED: Final = Scenario(kind="webhook.url", replies=(500, 500, 200), count=3)
 
-#: Cases over the kinds of target; a registered webhook needs a console session.
-BY_TARGET: Final = [
+#: Cases over the per-request kinds of target, those a submit's body names alone.
+PER_REQUEST: Final = [
     pytest.param(INLINE, id="webhook-url"),
     pytest.param(CALLBACK, id="callback-url"),
+]
+#: Cases over the kinds of target; a registered webhook needs a console session.
+BY_TARGET: Final = [
+    *PER_REQUEST,
     pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
 ]
 #: The kinds of target, and a failed generation (it needs the sandbox's prompt).

@@ -18,6 +18,7 @@ from conformance.checks.scenarios import (
     CALLBACK,
     FAILED_INLINE,
     INLINE,
+    PER_REQUEST,
     REGISTERED,
     VIDEO,
 )
@@ -153,10 +154,7 @@ def test_envelope_api_version_same_across_targets_and_events(
     )
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [pytest.param(INLINE, id="webhook-url"), pytest.param(CALLBACK, id="callback-url")],
-)
+@pytest.mark.parametrize("scenario", PER_REQUEST)
 @pytest.mark.requirement("EVT-ENV-05")
 def test_envelope_webhook_id_null_without_registered_webhook(
     lab: EventLab, scenario: Scenario

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.checks.scenarios import CALLBACK, INLINE, REGISTERED
+from conformance.checks.scenarios import BY_TARGET, CALLBACK, INLINE, REGISTERED
 from conformance.findings import fail
 from conformance.observe.events import (
     ENVELOPE_FIELDS,
@@ -111,9 +111,7 @@ def test_callback_body_copies_every_data_field_to_top_level(
 @pytest.mark.parametrize(
     "scenario",
     [
-        pytest.param(INLINE, id="webhook-url"),
-        pytest.param(CALLBACK, id="callback-url"),
-        pytest.param(REGISTERED, id="webhook-id", marks=pytest.mark.console),
+        *BY_TARGET,
         pytest.param(CALLBACK_FAILED, id="callback-url-failed", marks=pytest.mark.sandbox),
     ],
 )

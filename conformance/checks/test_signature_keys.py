@@ -7,13 +7,13 @@ whsec_ secret.
 from __future__ import annotations
 
 import base64
-from typing import Any
+import dataclasses
 from urllib.parse import quote
 
 import httpx
 import pytest
 
-from conformance.checks.scenarios import INLINE, REGISTERED
+from conformance.checks.scenarios import INLINE, PER_REQUEST, REGISTERED
 from conformance.judge.asserts import nested_values
 from conformance.observe.events import (
     EventLab,
@@ -40,21 +40,15 @@ def lab(labs: Labs) -> EventLab:
     return labs.events("signature-keys", INLINE)
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        pytest.param("webhook.url", id="webhook-url"),
-        pytest.param("callback_url", id="callback-url"),
-    ],
-)
+@pytest.mark.parametrize("scenario", PER_REQUEST)
 @pytest.mark.requirement("SIG-KEY-01")
 def test_per_request_delivery_signed_with_submitting_keys_secret(
-    lab: EventLab, profile: Profile, kind: Any
+    lab: EventLab, profile: Profile, scenario: Scenario
 ) -> None:
     """A webhook.url or callback_url delivery verifies with the per-key secret of the key
     that submitted it (a key other than the primary, so the key, not the account, counts)."""
     role = other_key(profile, "primary").role
-    generated = lab.get(Scenario(kind=kind, role=role))
+    generated = lab.get(dataclasses.replace(scenario, role=role))
     result = verify_delivery(
         generated.first,
         signing_secret(profile, role),
