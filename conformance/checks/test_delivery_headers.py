@@ -24,6 +24,7 @@ from conformance.checks.scenarios import (
     INLINE,
     RETRIED,
 )
+from conformance.findings import fail
 from conformance.observe.events import EventLab, Generated, Scenario
 from conformance.observe.receiver import Delivery
 from conformance.observe.signatures import SignatureFormatError, parse_signature_header
@@ -73,14 +74,14 @@ def _brand_hint(delivery: Delivery) -> str:
     )
 
 
-def _header(delivery: Delivery, name: str, requirement_id: str, generated: Generated) -> str:
+def _header(delivery: Delivery, name: str, generated: Generated) -> str:
     """The value of delivery header *name* (``"Event"`` …, or a plain header name such as
-    ``Content-Type``); its absence fails *requirement_id*, naming a branded variant."""
+    ``Content-Type``); its absence fails the check, naming a branded variant."""
     shown = delivery.wire.header(name) if name in DELIVERY_HEADER_NAMES else name
     value: str | None = delivery.headers.get(shown)
     if value is None:
-        pytest.fail(
-            f"{requirement_id}: expected a {shown} header, saw none{_brand_hint(delivery)}; "
+        fail(
+            f"expected a {shown} header, saw none{_brand_hint(delivery)}; "
             f"headers {sorted(delivery.headers)} {generated.describe()}"
         )
     return value
@@ -91,16 +92,16 @@ def _assert_header_equals(
     name: str,
     expected: object,
     what: str,
-    requirement_id: str,
     generated: Generated,
 ) -> None:
     """Delivery header *name* equals *expected* (*what* it is: "the body's event"); a
-    missing header or another value fails *requirement_id*."""
-    value = _header(delivery, name, requirement_id, generated)
-    assert value == expected, (
-        f"{requirement_id}: expected {delivery.wire.header(name)} to equal {what} "
-        f"{expected!r}, saw {value!r} {generated.describe()}"
-    )
+    missing header or another value fails the check."""
+    value = _header(delivery, name, generated)
+    if value != expected:
+        fail(
+            f"expected {delivery.wire.header(name)} to equal {what} {expected!r}, "
+            f"saw {value!r} {generated.describe()}"
+        )
 
 
 @pytest.mark.requirement("DLV-METHOD-01")
@@ -124,7 +125,7 @@ def test_delivery_is_post_to_target_path_and_query(lab: EventLab) -> None:
 def test_delivery_content_type_is_application_json(lab: EventLab, scenario: Scenario) -> None:
     """A delivery carries Content-Type: application/json."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "Content-Type", "DLV-HDR-01", generated)
+    value = _header(generated.first, "Content-Type", generated)
     media_type = value.split(";", 1)[0].strip().lower()
     assert media_type == "application/json", (
         f"DLV-HDR-01: expected Content-Type application/json, saw {value!r} {generated.describe()}"
@@ -138,7 +139,7 @@ def test_event_header_equals_body_event(lab: EventLab, scenario: Scenario) -> No
     generated = lab.get(scenario)
     event = generated.envelope().get("event")
     what = "the body's event"
-    _assert_header_equals(generated.first, "Event", event, what, "DLV-HDR-02", generated)
+    _assert_header_equals(generated.first, "Event", event, what, generated)
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
@@ -149,7 +150,7 @@ def test_delivery_header_equals_body_id(lab: EventLab, scenario: Scenario) -> No
     for index, delivery in enumerate(generated.deliveries):
         body_id = generated.envelope(index).get("id")
         what = f"the body's id of attempt {index + 1}"
-        _assert_header_equals(delivery, "Delivery", body_id, what, "DLV-HDR-03", generated)
+        _assert_header_equals(delivery, "Delivery", body_id, what, generated)
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET)
@@ -157,7 +158,7 @@ def test_delivery_header_equals_body_id(lab: EventLab, scenario: Scenario) -> No
 def test_first_attempt_header_is_1(lab: EventLab, profile: Profile, scenario: Scenario) -> None:
     """The first attempt of a delivery carries X-Service-Attempt: 1."""
     generated = lab.get(scenario)
-    value = _header(generated.first, "Attempt", "DLV-HDR-04", generated)
+    value = _header(generated.first, "Attempt", generated)
     assert value == "1", (
         f"DLV-HDR-04: expected {profile.wire.header('Attempt')} '1' on the first attempt, "
         f"saw {value!r} {generated.describe()}"
@@ -168,9 +169,7 @@ def test_first_attempt_header_is_1(lab: EventLab, profile: Profile, scenario: Sc
 def test_retry_attempt_header_counts_up_by_one(lab: EventLab, profile: Profile) -> None:
     """Each retry carries X-Service-Attempt one higher than the attempt before."""
     generated = lab.get(RETRIED)
-    values = [
-        _header(delivery, "Attempt", "DLV-HDR-05", generated) for delivery in generated.deliveries
-    ]
+    values = [_header(delivery, "Attempt", generated) for delivery in generated.deliveries]
     assert all(_DECIMAL.fullmatch(v) for v in values), (
         f"DLV-HDR-05: expected decimal integers, saw {values} {generated.describe()}"
     )
@@ -189,7 +188,7 @@ def test_generation_header_equals_generation_id(lab: EventLab, scenario: Scenari
     body's data.generation_id is judged by its own check)."""
     generated = lab.get(scenario)
     what, expected = "the generation id of the submit's 202", generated.generation_id
-    _assert_header_equals(generated.first, "Generation", expected, what, "DLV-HDR-06", generated)
+    _assert_header_equals(generated.first, "Generation", expected, what, generated)
 
 
 @pytest.mark.parametrize("scenario", BY_TARGET_AND_RETRIED)
@@ -198,11 +197,11 @@ def test_signature_header_has_spec_form(lab: EventLab, scenario: Scenario) -> No
     """X-Service-Signature has the form t=<unix_timestamp>,v1=<hex_digest> on every attempt."""
     generated = lab.get(scenario)
     for index, delivery in enumerate(generated.deliveries):
-        value = _header(delivery, "Signature", "DLV-HDR-07", generated)
+        value = _header(delivery, "Signature", generated)
         try:
             parse_signature_header(value)
         except SignatureFormatError as error:
-            pytest.fail(f"DLV-HDR-07: attempt {index + 1}: {error} {generated.describe()}")
+            fail(f"attempt {index + 1}: {error} {generated.describe()}")
 
 
 @pytest.mark.requirement("DLV-HDR-08")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import pytest
 
@@ -95,6 +95,20 @@ def _settled(lab: Chains, name: str) -> tuple[Chain, dict[str, Any]]:
     if isinstance(found, SetupFailed):
         raise found
     return chain, found
+
+
+class Settled(NamedTuple):
+    """A settled chain and its delivery record."""
+
+    chain: Chain
+    record: dict[str, Any]
+
+
+@pytest.fixture(params=SETTLED)
+def settled(request: pytest.FixtureRequest, lab: Chains) -> Settled:
+    """Each settled chain in turn, with its record: the field checks judge every final
+    outcome (delivered, exhausted)."""
+    return Settled(*_settled(lab, request.param))
 
 
 def _settle(lab: Chains, chain: Chain) -> dict[str, Any]:
@@ -205,11 +219,10 @@ def test_generation_deliveries_include_every_target_kind(
     )
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-FIELD-01")
-def test_record_event_type_is_delivered_event(lab: Chains, name: str) -> None:
+def test_record_event_type_is_delivered_event(settled: Settled) -> None:
     """A record's event_type is the name of the event it delivered."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     try:
         event = chain.endpoint.deliveries[0].json().get("event")
     except (ValueError, AttributeError):
@@ -219,19 +232,17 @@ def test_record_event_type_is_delivered_event(lab: Chains, name: str) -> None:
     _assert_field(record, "event_type", event, "REC-FIELD-01", "the body's event")
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-FIELD-05")
-def test_record_target_url_is_the_url_given(lab: Chains, name: str) -> None:
+def test_record_target_url_is_the_url_given(settled: Settled) -> None:
     """A record's target_url is the target URL the submit gave."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     _assert_field(record, "target_url", chain.url, "REC-FIELD-05", "as submitted")
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-FIELD-02")
-def test_record_outcome_is_a_listed_value(lab: Chains, name: str) -> None:
+def test_record_outcome_is_a_listed_value(settled: Settled) -> None:
     """A record's outcome is one of delivered, failed, pending_retry, exhausted."""
-    _, record = _settled(lab, name)
+    record = settled.record
     assert record.get("outcome") in OUTCOMES, (
         f"REC-FIELD-02: expected outcome in {list(OUTCOMES)}, saw {record.get('outcome')!r}"
     )
@@ -256,11 +267,10 @@ def test_exhausted_record_status_code_is_last_attempts(lab: Chains) -> None:
     _assert_field(record, "status_code", FAILING[-1], "REC-FIELD-04", why)
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-FIELD-06")
-def test_record_has_one_attempt_entry_per_arrival(lab: Chains, name: str) -> None:
+def test_record_has_one_attempt_entry_per_arrival(settled: Settled) -> None:
     """The record holds exactly one attempt entry per attempt the target received."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     attempts = _attempts(record)
     arrived = len(chain.endpoint.deliveries)
     assert len(attempts) == arrived, (
@@ -269,12 +279,11 @@ def test_record_has_one_attempt_entry_per_arrival(lab: Chains, name: str) -> Non
     )
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-GEN-03")
-def test_generation_list_record_holds_every_attempt_made(lab: Chains, name: str) -> None:
+def test_generation_list_record_holds_every_attempt_made(settled: Settled) -> None:
     """The record in the generation's list holds an entry for every attempt the target
     received ("every attempt", §4); that there is exactly one per attempt is REC-FIELD-06."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     attempts = _attempts(record)
     arrived = len(chain.endpoint.deliveries)
     assert len(attempts) >= arrived, (
@@ -323,11 +332,10 @@ def test_attempt_entries_listed_oldest_first(lab: Chains) -> None:
     assert numbers == expected, f"REC-ATTEMPT-09: expected n {expected} in order, saw {numbers}"
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-ATTEMPT-02")
-def test_attempt_entries_have_time(lab: Chains, name: str) -> None:
+def test_attempt_entries_have_time(settled: Settled) -> None:
     """Every attempt entry has at, the time it was made."""
-    _, record = _settled(lab, name)
+    record = settled.record
     times = _attempt_values(record, "at")
     assert times and all(isinstance(t, (str, int, float)) and t != "" for t in times), (
         f"REC-ATTEMPT-02: expected a time in every entry's at, saw {times}"
@@ -346,11 +354,10 @@ def test_attempt_times_are_iso_8601_with_offset_in_order(lab: Chains) -> None:
     assert parsed == sorted(parsed), f"REC-ATTEMPT-03: expected times in order, saw {times}"
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-ATTEMPT-04")
-def test_attempt_status_is_what_target_returned(lab: Chains, name: str) -> None:
+def test_attempt_status_is_what_target_returned(settled: Settled) -> None:
     """Each attempt entry's status is the status the receiver answered to that attempt."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     statuses = _attempt_values(record, "status", ordered=True)
     replied = [d.replied.status for d in chain.endpoint.deliveries]
     assert statuses == replied and all(type(s) is int for s in statuses), (
@@ -358,22 +365,20 @@ def test_attempt_status_is_what_target_returned(lab: Chains, name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-ATTEMPT-05")
-def test_attempt_duration_is_integer_ms(lab: Chains, name: str) -> None:
+def test_attempt_duration_is_integer_ms(settled: Settled) -> None:
     """Each attempt entry's ms is a non-negative integer."""
-    _, record = _settled(lab, name)
+    record = settled.record
     durations = _attempt_values(record, "ms")
     assert all(type(ms) is int and ms >= 0 for ms in durations), (
         f"REC-ATTEMPT-05: expected integer milliseconds, saw {durations}"
     )
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-ATTEMPT-06")
-def test_attempt_error_is_string_or_null(lab: Chains, name: str) -> None:
+def test_attempt_error_is_string_or_null(settled: Settled) -> None:
     """Each attempt entry has error, a string or null."""
-    _, record = _settled(lab, name)
+    record = settled.record
     entries = _attempts(record)
     assert all(
         "error" in a and (a["error"] is None or isinstance(a["error"], str)) for a in entries
@@ -383,11 +388,10 @@ def test_attempt_error_is_string_or_null(lab: Chains, name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", SETTLED)
 @pytest.mark.requirement("REC-ATTEMPT-07")
-def test_attempt_error_null_on_2xx_and_text_on_failure(lab: Chains, name: str) -> None:
+def test_attempt_error_null_on_2xx_and_text_on_failure(settled: Settled) -> None:
     """error is null for a 2xx attempt and a non-empty string for a failed one."""
-    chain, record = _settled(lab, name)
+    chain, record = settled
     entries = _in_attempt_order(_attempts(record))
     replied = [d.replied.status for d in chain.endpoint.deliveries]
     for entry, status in zip(entries, replied, strict=False):
