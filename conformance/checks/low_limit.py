@@ -44,6 +44,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
+from conformance.findings import fail
 from conformance.judge.asserts import describe, generation_id_of, is_json_integer, json_object
 from conformance.observe.events import target_body
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
@@ -314,11 +315,14 @@ def rate_request_words(profile: Profile) -> str:
 
 
 def assert_retry_after(refused: httpx.Response, requirement_id: str, which: str) -> None:
-    """The 429 (*which*: "credit-cap 429") carries the Retry-After header."""
-    assert "retry-after" in refused.headers, (
-        f"{requirement_id}: expected a Retry-After header on the {which}; saw headers "
-        f"{sorted(refused.headers.keys())}"
-    )
+    """The 429 (*which*: "credit-cap 429") carries the Retry-After header; else the check
+    fails *requirement_id*."""
+    if "retry-after" not in refused.headers:
+        fail(
+            f"expected a Retry-After header on the {which}; saw headers "
+            f"{sorted(refused.headers.keys())}",
+            rule=requirement_id,
+        )
 
 
 def examined_429(run: Any) -> httpx.Response:

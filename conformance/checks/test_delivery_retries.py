@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import pytest
 
+from conformance.findings import fail
 from conformance.observe.deliveries import (
     RECORD_SETTLE_SECONDS,
     Chain,
@@ -87,9 +88,7 @@ def _bodies(chain: Chain, requirement_id: str) -> list[Any]:
         try:
             bodies.append(delivery.json())
         except ValueError:
-            pytest.fail(
-                f"{requirement_id}: attempt {index + 1} body is not JSON {chain.describe()}"
-            )
+            fail(f"attempt {index + 1} body is not JSON {chain.describe()}", rule=requirement_id)
     return bodies
 
 

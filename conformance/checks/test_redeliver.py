@@ -18,6 +18,7 @@ from typing import Any, Final
 import httpx
 import pytest
 
+from conformance.findings import fail
 from conformance.judge.asserts import assert_not_refused_for_auth, assert_status, describe
 from conformance.observe.deliveries import OUTCOMES, Chain, Chains, settle_exhausted
 from conformance.observe.receiver import Delivery, Reply
@@ -183,9 +184,10 @@ def test_record_delivered_after_successful_redelivery(lab: Chains, ok: Redeliver
 
 def _arrival(redelivered: Redelivered, requirement_id: str) -> Delivery:
     if redelivered.arrival is None:
-        pytest.fail(
-            f"{requirement_id}: the redelivery never arrived ({describe(redelivered.response)}) "
-            f"{redelivered.chain.describe()}"
+        fail(
+            f"the redelivery never arrived ({describe(redelivered.response)}) "
+            f"{redelivered.chain.describe()}",
+            rule=requirement_id,
         )
     return redelivered.arrival
 

@@ -88,9 +88,7 @@ def _assert_delivered_at(
         winner.wait_for(1, delivery_deadline(profile))
     except AssertionError as missing:
         seen = ", ".join(f"{name} saw {len(e.deliveries)}" for name, e in losers.items())
-        raise AssertionError(
-            f"{requirement_id}: expected the delivery at {where}; {missing}; {seen}"
-        ) from None
+        fail(f"expected the delivery at {where}; {missing}; {seen}", rule=requirement_id)
 
 
 def _bound_to_both(
@@ -123,10 +121,10 @@ def _assert_refused_spending_nothing(
             assert_refused(response, why)
             return
         moves.append(after - before)
-    raise AssertionError(
-        f"{requirement_id}: expected no credits spent by a refused submit "
-        f"({describe(response)}); credits used today rose by {moves} across "
-        f"{CREDIT_TRIALS} repeated measurements"
+    fail(
+        f"expected no credits spent by a refused submit ({describe(response)}); credits used "
+        f"today rose by {moves} across {CREDIT_TRIALS} repeated measurements",
+        rule=requirement_id,
     )
 
 

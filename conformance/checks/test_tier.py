@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conformance.findings import fail
 from conformance.judge.asserts import is_json_integer, json_values
 from conformance.target.client import ApiClient
 from conformance.target.setup import SetupFailed
@@ -29,21 +30,21 @@ FIELDS = (
 NUMERIC = FIELDS[1:5]
 
 
-def _object(response: httpx.Response, requirement_id: str) -> dict[str, Any]:
-    """The JSON object of a response (a check fails, with what was seen, if it is not one)."""
+def _object(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object of a response (the check fails, with what was seen, if it is not one)."""
     try:
         body = response.json()
     except ValueError:
-        pytest.fail(
-            f"{requirement_id}: expected a JSON body, saw "
+        fail(
+            f"expected a JSON body, saw "
             f"{response.headers.get('content-type')!r}: {response.text[:200]!r}"
         )
     if not isinstance(body, dict):
-        pytest.fail(f"{requirement_id}: expected a JSON object, saw {body!r:.200}")
+        fail(f"expected a JSON object, saw {body!r:.200}")
     return body
 
 
-def _tier(api: ApiClient, requirement_id: str) -> dict[str, Any]:
+def _tier(api: ApiClient) -> dict[str, Any]:
     """The tier record; a read that is not served is a set-up error for the field checks
     (TIER-READ-01 judges the read)."""
     response = api.request("GET", TIER_PATH)
@@ -52,7 +53,7 @@ def _tier(api: ApiClient, requirement_id: str) -> dict[str, Any]:
             f"setup: GET {TIER_PATH} answered {response.status_code}: no tier record to "
             "examine (TIER-READ-01 judges the read)"
         )
-    return _object(response, requirement_id)
+    return _object(response)
 
 
 @pytest.mark.requirement("TIER-READ-01")
@@ -62,41 +63,35 @@ def test_tier_with_api_key_returns_2xx_with_all_fields(api: ApiClient) -> None:
     assert 200 <= response.status_code < 300, (
         f"TIER-READ-01: expected 2xx with the tier record, saw {response.status_code}"
     )
-    missing = [name for name in FIELDS if name not in _object(response, "TIER-READ-01")]
+    missing = [name for name in FIELDS if name not in _object(response)]
     assert not missing, f"TIER-READ-01: expected all of {list(FIELDS)}, missing {missing}"
 
 
 @pytest.mark.parametrize(
-    ("name", "requirement_id"),
+    "name",
     [
-        pytest.param(
-            name,
-            f"TIER-FIELD-0{n}",
-            marks=pytest.mark.requirement(f"TIER-FIELD-0{n}"),
-            id=name,
-        )
+        pytest.param(name, marks=pytest.mark.requirement(f"TIER-FIELD-0{n}"), id=name)
         for n, name in enumerate(NUMERIC, start=2)
     ],
 )
-def test_tier_numeric_field_is_integer(api: ApiClient, name: str, requirement_id: str) -> None:
+def test_tier_numeric_field_is_integer(api: ApiClient, name: str) -> None:
     """Each numeric field of the tier record is a JSON integer."""
-    value = _tier(api, requirement_id).get(name)
-    assert is_json_integer(value), (
-        f"{requirement_id}: expected {name} to be an integer, saw {value!r}"
-    )
+    value = _tier(api).get(name)
+    if not is_json_integer(value):
+        fail(f"expected {name} to be an integer, saw {value!r}")
 
 
 @pytest.mark.requirement("TIER-FIELD-01")
 def test_tier_plan_code_is_string(api: ApiClient) -> None:
     """plan_code (the tier name) is a string."""
-    value = _tier(api, "TIER-FIELD-01").get("plan_code")
+    value = _tier(api).get("plan_code")
     assert isinstance(value, str), f"TIER-FIELD-01: expected a string plan_code, saw {value!r}"
 
 
 @pytest.mark.requirement("TIER-FIELD-06")
 def test_tier_allowed_model_types_is_array_of_strings(api: ApiClient) -> None:
     """allowed_model_types is an array of strings."""
-    value = _tier(api, "TIER-FIELD-06").get("allowed_model_types")
+    value = _tier(api).get("allowed_model_types")
     assert isinstance(value, list) and all(isinstance(v, str) for v in value), (
         f"TIER-FIELD-06: expected an array of strings, saw {value!r}"
     )
@@ -105,7 +100,7 @@ def test_tier_allowed_model_types_is_array_of_strings(api: ApiClient) -> None:
 @pytest.mark.requirement("TIER-FIELD-07")
 def test_tier_allowed_model_types_are_known_categories(api: ApiClient) -> None:
     """Every allowed_model_types value is one of the categories the spec names."""
-    seen = _tier(api, "TIER-FIELD-07").get("allowed_model_types")
+    seen = _tier(api).get("allowed_model_types")
     assert isinstance(seen, list), (
         f"TIER-FIELD-07: expected allowed_model_types to be a list, saw {seen!r}"
     )
@@ -116,7 +111,7 @@ def test_tier_allowed_model_types_are_known_categories(api: ApiClient) -> None:
 @pytest.mark.requirement("TIER-FIELD-08")
 def test_tier_numeric_fields_are_positive(api: ApiClient) -> None:
     """The limits of the tier record are positive (a limit of 0 would block everything)."""
-    tier = _tier(api, "TIER-FIELD-08")
+    tier = _tier(api)
     not_positive = {
         n: tier.get(n) for n in NUMERIC if not (is_json_integer(tier.get(n)) and tier[n] > 0)
     }
@@ -137,7 +132,7 @@ def test_console_tier_with_session_has_same_data_as_api_tier(api: ApiClient) -> 
     """GET /api/tier with the primary session is served and carries every value of the
     tier record GET /v1/account/tier gives (console payloads are not shown, so each value
     is looked for wherever it sits in the answer)."""
-    by_key = _tier(api, "CONSOLE-TIER-01")
+    by_key = _tier(api)
     by_session = api.request("GET", "/api/tier", role="none", session="primary")
     assert 200 <= by_session.status_code < 300, (
         f"CONSOLE-TIER-01: expected 2xx from /api/tier with a session, saw {by_session.status_code}"
@@ -159,9 +154,9 @@ def test_console_tier_with_session_has_same_data_as_api_tier(api: ApiClient) -> 
 def test_console_tier_with_session_is_the_tier_record(api: ApiClient) -> None:
     """GET /api/tier with the primary session answers the same JSON object as GET
     /v1/account/tier."""
-    by_key = _tier(api, "CONSOLE-TIER-02")
+    by_key = _tier(api)
     by_session = api.request("GET", "/api/tier", role="none", session="primary")
-    assert _object(by_session, "CONSOLE-TIER-02") == by_key, (
+    assert _object(by_session) == by_key, (
         f"CONSOLE-TIER-02: expected /api/tier to equal {TIER_PATH}; "
         f"saw {by_session.text[:500]!r} vs {by_key!r:.500}"
     )
