@@ -57,6 +57,11 @@ CREDIT_CAP_REFUSAL_CHARGED = Fault(
     "CREDIT-CAP-06",
     "a submit refused for the daily credit cap still spends its credits",
 )
+CREDIT_CAP_OVERSHOOT_ADMITTED = Fault(
+    "credit-cap-overshoot-admitted",
+    "CREDIT-CAP-05",
+    "a submit is admitted while credits used are below the cap, even if its price passes it",
+)
 CONCURRENCY_NOT_ENFORCED = Fault(
     "concurrency-not-enforced",
     "RATE-CONC-02",
@@ -183,7 +188,9 @@ class GenerationService:
         # The choice credit_cap: refuse a price that would pass the cap, or admit while
         # the credits used are below it (the cap is then refused once reached).
         over = spent + cost > tier.max_credits_per_day
-        if self.config.choices.credit_cap == "refuse-at-cap":
+        if self.config.choices.credit_cap == "refuse-at-cap" or self.faults.on(
+            CREDIT_CAP_OVERSHOOT_ADMITTED
+        ):
             over = spent >= tier.max_credits_per_day
         if over and not self.faults.on(CREDIT_CAP_NOT_ENFORCED):
             refusal = rate_limited(

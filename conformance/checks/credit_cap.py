@@ -36,6 +36,7 @@ __all__ = [
     "CapRun",
     "concurrent_submits",
     "credits_settled",
+    "event_price",
     "first_cap_run",
 ]
 
@@ -54,6 +55,15 @@ class CapRun:
     refused_at: float  # time.time() when it arrived
     #: The price read for each operation tried (path → credits_used of its event).
     prices: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def refused_before_cap(self) -> bool:
+        """Whether a submit was refused and a later, cheaper one admitted: the refusal came
+        before the cap was reached, for a price that would have passed it."""
+        refused = [i for i, status in enumerate(self.statuses) if status == 429]
+        return bool(refused) and any(
+            200 <= status < 300 for status in self.statuses[refused[0] + 1 :]
+        )
 
     @property
     def no_429(self) -> str:
@@ -92,7 +102,7 @@ class _Spender:
             response, f"POST {path} number {len(self.statuses)} toward the cap"
         )
         wait_finished(self.endpoint, self.accepted, self.profile)
-        return _price(self.endpoint.deliveries, generation_id)
+        return event_price(self.endpoint.deliveries, generation_id)
 
     @property
     def accepted(self) -> int:
@@ -107,8 +117,9 @@ class _Spender:
                 return
 
 
-def _price(deliveries: Sequence[Any], generation_id: str) -> int | None:
-    """``credits_used`` of the generation's final event, if an integer."""
+def event_price(deliveries: Sequence[Any], generation_id: str) -> int | None:
+    """``credits_used`` of the generation's final event among *deliveries*, if an integer
+    (what the generation cost, spec §3)."""
     for delivery in deliveries:
         try:
             data = delivery.json().get("data") or {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 import pytest
 
@@ -35,6 +35,7 @@ from conformance.checks.credit_cap import (
     CapRun,
     concurrent_submits,
     credits_settled,
+    event_price,
     first_cap_run,
 )
 from conformance.checks.low_limit import (
@@ -48,6 +49,7 @@ from conformance.checks.low_limit import (
     wait_finished,
 )
 from conformance.checks.midnight import MIDNIGHT_MARGIN_SECONDS, across_midnight
+from conformance.findings import fail, warn
 from conformance.judge.asserts import credits_used_today, describe, error_detail
 from conformance.observe.receiver import Endpoint
 from conformance.observe.timing import judge_timing
@@ -105,6 +107,14 @@ def test_concurrency_submit_beyond_limit_is_refused(
     )
 
 
+class Used(NamedTuple):
+    """Credits used today around one generation, and what its final event says it cost."""
+
+    before: int
+    after: int
+    price: int | None  # the event's data.credits_used (None: not an integer)
+
+
 def _used_around(
     api: ApiClient,
     chain: Chain,
@@ -112,7 +122,7 @@ def _used_around(
     profile: Profile,
     recorder: Recorder,
     outcome: Literal["completed", "failed"],
-) -> tuple[int, int]:
+) -> Used:
     """Credits used today before the submit of a generation meant to end *outcome*, and
     after it finished: re-read (:func:`credits_settled`) until they rose (completed) or
     came back (failed), within the timing tolerance."""
@@ -121,25 +131,36 @@ def _used_around(
     day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
     sandbox = "" if outcome == "completed" else " with the sandbox fail prompt"
     response = chain.submit(api, endpoint, outcome_prompt(profile, outcome))
-    accepted_id(response, f"POST {IMAGES_PATH}{sandbox}")
+    generation_id = accepted_id(response, f"POST {IMAGES_PATH}{sandbox}")
     wait_finished(endpoint, 1, profile)
 
     def settled(used: int) -> bool:
         return used > before if outcome == "completed" else used <= before
 
-    return before, credits_settled(chain, api, profile, settled, day=day)
+    after = credits_settled(chain, api, profile, settled, day=day)
+    return Used(before, after, event_price(endpoint.deliveries, generation_id))
 
 
-@pytest.mark.requirement("CREDIT-SPEND-01")
+@pytest.mark.requirement("CREDIT-SPEND-01", "CREDIT-PRICE-01")
 def test_credits_completed_generation_increases_credits_used(
     api: ApiClient, chain: Chain, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
-    """A completed generation raises the account's credits used today."""
-    before, after = _used_around(api, chain, endpoint, profile, recorder, "completed")
-    assert after > before, (
-        f"CREDIT-SPEND-01: expected credits used today to rise after a completed "
-        f"generation; saw {before} before the submit and {after} after it completed"
-    )
+    """A completed generation raises the account's credits used today, by the
+    credits_used its event reports (that the two agree is an interpretation: spec §1
+    shows no price)."""
+    used = _used_around(api, chain, endpoint, profile, recorder, "completed")
+    if used.after <= used.before:
+        fail(
+            f"expected credits used today to rise after a completed generation; saw "
+            f"{used.before} before the submit and {used.after} after it completed",
+            rule="CREDIT-SPEND-01",
+        )
+    if used.after - used.before != used.price:
+        warn(
+            f"credits used today rose by {used.after - used.before} ({used.before} -> "
+            f"{used.after}); the generation's event reports credits_used {used.price!r}",
+            rule="CREDIT-PRICE-01",
+        )
 
 
 @pytest.mark.sandbox
@@ -148,7 +169,7 @@ def test_credits_failed_generation_is_refunded(
     api: ApiClient, chain: Chain, endpoint: Endpoint, profile: Profile, recorder: Recorder
 ) -> None:
     """A failed generation gives its credits back: credits used today return to before."""
-    before, after = _used_around(api, chain, endpoint, profile, recorder, "failed")
+    before, after, _ = _used_around(api, chain, endpoint, profile, recorder, "failed")
     assert after <= before, (
         f"CREDIT-REFUND-01: expected credits used today back at {before} after a failed "
         f"generation, saw {after}"
@@ -190,6 +211,32 @@ def test_credit_cap_retry_after_is_seconds_to_utc_midnight(
         profile,
         what=f"Retry-After {wait:g} s, {expected:.0f} s to 00:00 UTC",
     )
+
+
+@pytest.mark.destructive
+@pytest.mark.requirement("CREDIT-CAP-05")
+def test_credit_cap_submit_whose_price_would_pass_it_is_refused(
+    api: ApiClient, cap_run: CapRun, chain: Chain, profile: Profile, recorder: Recorder
+) -> None:
+    """A submit whose price would take the credits used today past max_credits_per_day is
+    refused, even before the cap is reached (an interpretation: spec §7 says "reached",
+    §8 "exceeding it"). After the cap run, spent with the dearest operation first, the
+    credits used today are within the cap."""
+    examined_429(cap_run)
+    chain.make_room(recorder, 1, profile)
+    used = credits_used_today(api, chain.role)
+    if used > cap_run.cap:
+        fail(
+            f"expected the credits used today within max_credits_per_day = {cap_run.cap}, "
+            f"saw {used}: a submit was admitted whose price took them past the cap (prices "
+            f"{dict(cap_run.prices)}, statuses of the cap run {list(cap_run.statuses)})"
+        )
+    if not cap_run.refused_before_cap:
+        pytest.skip(
+            f"not exercised: no submit of the cap run was refused before the cap was reached "
+            f"(prices {dict(cap_run.prices)}, statuses {list(cap_run.statuses)}), so none had "
+            "a price that would pass it"
+        )
 
 
 @pytest.mark.destructive

@@ -165,6 +165,11 @@ CANCELLED_STATUS_WRONG = Fault(
     "EVT-CANCEL-03",
     "generation.cancelled carries data.status 'canceled'",
 )
+CREDITS_USED_MISREPORTED = Fault(
+    "credits-used-misreported",
+    "CREDIT-PRICE-01",
+    "a completed generation's data.credits_used is one more than the credits it spent",
+)
 FAILED_CREDITS_NOT_ZERO = Fault(
     "failed-credits-not-zero",
     "EVT-DATA-10",
@@ -388,6 +393,8 @@ def envelope(faults: Faults, built: dict[str, Any], mode: str) -> dict[str, Any]
         data["status"] = "error"
     if faults.on(CANCELLED_STATUS_WRONG) and data.get("status") == "cancelled":
         data["status"] = "canceled"
+    if faults.on(CREDITS_USED_MISREPORTED) and completed:
+        data["credits_used"] = int(data.get("credits_used") or 0) + 1
     if faults.on(FAILED_CREDITS_NOT_ZERO) and failed:
         data["credits_used"] = max(1, int(data.get("credits_used") or 0))
     if faults.on(OUTPUT_URL_RELATIVE) and isinstance(data.get("output_url"), str):
