@@ -97,6 +97,16 @@ VIDEO_RESOLUTION_720P_REFUSED = Fault(
     "GEN-VIDEO-05",
     "a video submit with resolution 720p is refused with 400",
 )
+IMAGE_MODEL_REQUIRED = Fault(
+    "image-model-required",
+    "GEN-IMAGE-09",
+    "an image submit without a model field (a field §4 does not show) is refused with 400",
+)
+VIDEO_IMAGE_INPUT_REQUIRED = Fault(
+    "video-image-input-required",
+    "GEN-VIDEO-08",
+    "a video submit without an input image (image_url) is refused with 400",
+)
 LONG_PROMPT_SERVER_ERROR = Fault(
     "long-prompt-server-error",
     "GEN-SIZE-01",
@@ -127,6 +137,10 @@ _BODY_REFUSALS: tuple[tuple[Fault, str, Callable[[Mapping[str, Any]], str | None
      if type(body.get("duration")) is int else None),
     (VIDEO_RESOLUTION_720P_REFUSED, "videos.generate",
      lambda body: "resolution 720p is not offered" if body.get("resolution") == "720p" else None),
+    (IMAGE_MODEL_REQUIRED, "images.generate",
+     lambda body: None if "model" in body else "`model` is required"),
+    (VIDEO_IMAGE_INPUT_REQUIRED, "videos.generate",
+     lambda body: None if "image_url" in body else "an input image (`image_url`) is required"),
 )  # fmt: skip
 
 
