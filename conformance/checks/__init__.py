@@ -4,10 +4,10 @@ Run them with ``genapi-conformance run`` or ``pytest --pyargs conformance.checks
 FILE``. Where a new check goes and how it is written:
 
 * **One file per area and aspect**, named ``test_<area>_<aspect>.py`` (``test_tier.py``,
-  ``test_sig_hmac.py``, ``test_url_private.py``); no module over ~600 lines.
+  ``test_signature_hmac.py``, ``test_url_rebind.py``); no module over ~600 lines.
 * **Names you can grep**: ``test_<subject>_<condition>_<expected>``, e.g.
-  ``test_tier_with_api_key_returns_tier_record``; parametrised cases get readable ids
-  (``id="callback-private-10.0.0.1-400"``).
+  ``test_tier_with_api_key_returns_2xx_with_all_fields``; parametrised cases get readable
+  ids (``id="name-to-private-10.0.0.1-400"``).
 * **Cite every requirement the check proves** with
   ``@pytest.mark.requirement("TIER-READ-01", ...)``: ids from
   ``conformance/requirements.yaml``. Collection fails on an unknown id, and on a check
