@@ -44,6 +44,7 @@ from conformance.target.setup import (
     SUBMIT_PROMPT,
     TIER_PATH,
     VIDEOS_PATH,
+    SetupFailed,
     submit_generation,
     submitted_id,
 )
@@ -89,7 +90,8 @@ def _control(
     Refused too, the implementation requires a body field §4 does not show ("Other body
     fields of this request: not shown", "Text-or-image input fields for video: not
     shown"). No rule of the check is then broken but the interpretation that the shown
-    fields suffice: it warns, and the check judges nothing else.
+    fields suffice: it warns, and the check judges nothing else. Neither accepted nor
+    refused (a 5xx), the control tells nothing: a set-up error.
     """
     control = api.request("POST", path, json={**body, **SHOWN_OPTIONAL[path]})
     if _refused(control):
@@ -98,6 +100,12 @@ def _control(
             f"again with its optional fields {SHOWN_OPTIONAL[path]} ({describe(control)}): "
             "the implementation requires a body field §4 does not show",
             rule=SHOWN_FIELDS_SUFFICE[path],
+        )
+    if not 200 <= control.status_code < 300:
+        raise SetupFailed(
+            f"setup: POST {path} was refused ({describe(refused)}); its control, with the "
+            f"optional fields {SHOWN_OPTIONAL[path]}, answered {describe(control)}, so "
+            "what the refusal was of cannot be told"
         )
     return control
 
