@@ -381,10 +381,7 @@ class GenerationService:
         await asyncio.sleep(max(0.0, due_at - time.time()))
         await self.worker.run_now(generation_id)
         rows = self.store.read("SELECT * FROM generations WHERE id = ?", (generation_id,))
-        record = self.view(rows[0], key)
-        if self._exhausted(generation_id, EXHAUSTED_GENERATION_READS_FAILED):
-            record["status"] = "failed"
-        return JSONResponse(self._body(record))
+        return JSONResponse(self._body(self.view(rows[0], key)))
 
     async def auth_key(self, request: Request, scope: str | None) -> KeyContext:
         return self.auth.require_key(request, scope)
