@@ -431,19 +431,18 @@ class DnsServer(Serving):
 
         Effective for the next query, whichever process of the run answers it.
         """
-        full = self.name(name)
-        self._ensure_served()
-        record = {"addresses": list(_normalise(addresses)), "version": secrets.token_hex(8)}
-        self._open_zone().write(full, record)
-        return full
+        return self._write(name, {"addresses": list(_normalise(addresses))})
 
     def silence(self, name: str) -> str:
         """Never answer *name* (a resolver asking for it times out); returns the full name.
         Its queries are still logged, so a check can see that the name was asked for."""
+        return self._write(name, {"addresses": [], "silent": True})
+
+    def _write(self, name: str, record: dict[str, Any]) -> str:
+        """Serve *name* from *record*, under a new version; returns the full name."""
         full = self.name(name)
         self._ensure_served()
-        record = {"addresses": [], "silent": True, "version": secrets.token_hex(8)}
-        self._open_zone().write(full, record)
+        self._open_zone().write(full, {**record, "version": secrets.token_hex(8)})
         return full
 
     def rebind(self, name: str, new_addresses: Sequence[str], *, after_queries: int = 0) -> str:
