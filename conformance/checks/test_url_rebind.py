@@ -105,12 +105,10 @@ def failing_name(
 
 @dataclass(frozen=True)
 class Exhausted:
-    """A delivery to a name that pointed at the receiver, exhausted, then rebound."""
+    """The delivery to *target*, exhausted, then the name moved to the canary."""
 
-    name: str
-    url: str
+    target: NamedTarget
     delivery_id: str
-    generation_id: str
     record: dict[str, Any]
     arrivals: int
 
@@ -128,7 +126,7 @@ def rebound(
     target = failing_name
     delivery_id, record = settle_exhausted(api, target.generation_id, target.url, arrived)
     target.move_to_canary()
-    return Exhausted(target.name, target.url, delivery_id, target.generation_id, record, ATTEMPTS)
+    return Exhausted(target, delivery_id, record, ATTEMPTS)
 
 
 @pytest.fixture
@@ -172,7 +170,7 @@ def test_rebind_redeliver_to_private_address_answered_400(
     """A redeliver whose target name now resolves to a private address is answered 400."""
     if redelivered.status_code != 400:
         fail(
-            f"redeliver after {rebound.name} moved to 127.0.0.2: expected 400, "
+            f"redeliver after {rebound.target.name} moved to 127.0.0.2: expected 400, "
             f"saw {describe(redelivered)}"
         )
 
@@ -207,7 +205,8 @@ def test_rebind_redeliver_to_private_address_leaves_record_unchanged(
     api: ApiClient, rebound: Exhausted, redelivered: httpx.Response
 ) -> None:
     """A redeliver refused for a now-private target leaves outcome and attempts as they were."""
-    after = record_of_target(records_of(api, rebound.generation_id), rebound.url)
+    target = rebound.target
+    after = record_of_target(records_of(api, target.generation_id), target.url)
     before = {k: rebound.record.get(k) for k in ("outcome", "attempts")}
     seen = None if after is None else {k: after.get(k) for k in ("outcome", "attempts")}
     assert seen == before, (
