@@ -99,7 +99,7 @@ class _Spender:
                 self.refused, self.refused_at = response, time.time()
             return None
         generation_id = accepted_id(
-            response, f"POST {path} number {len(self.statuses)} toward the cap"
+            self.api, response, f"submit number {len(self.statuses)} toward the cap"
         )
         wait_finished(self.endpoint, self.accepted, self.profile)
         return event_price(self.endpoint.deliveries, generation_id)

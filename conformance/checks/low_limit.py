@@ -45,7 +45,7 @@ import httpx
 import pytest
 
 from conformance.findings import fail
-from conformance.judge.asserts import describe, generation_id_of, is_json_integer, json_object
+from conformance.judge.asserts import describe, is_json_integer, json_object
 from conformance.observe.events import target_body
 from conformance.observe.receiver import DeliveryTimeout, Endpoint
 from conformance.observe.timing import delivery_deadline
@@ -63,6 +63,7 @@ from conformance.target.setup import (
     TIER_PATH,
     SetupFailed,
     rate_request_of,
+    submitted_id,
 )
 
 __all__ = [
@@ -287,17 +288,16 @@ def _checked_tier(response: httpx.Response, role: str) -> dict[str, Any]:
 # -- set-up shared by the chains -------------------------------------------------------------
 
 
-def accepted_id(response: httpx.Response, what: str) -> str:
-    """The id of a set-up submit that must be accepted; a set-up error otherwise."""
-    generation_id = generation_id_of(response)
-    if response.status_code == 202 and isinstance(generation_id, str):
-        return generation_id
+def accepted_id(api: ApiClient, response: httpx.Response, what: str) -> str:
+    """The id of a chain's set-up submit that must be accepted
+    (:func:`~conformance.target.setup.submitted_id`); a set-up error otherwise, which says
+    when a 429 may be the day's credits spent."""
     hint = (
         " (the account's daily credits may be spent: rerun after 00:00 UTC)"
         if response.status_code == 429
         else ""
     )
-    raise SetupFailed(f"setup: {what}: expected 202 with an id, saw {describe(response)}{hint}")
+    return submitted_id(api, response, context=f"{what}{hint}")
 
 
 def wait_finished(endpoint: Endpoint, count: int, profile: Profile) -> None:

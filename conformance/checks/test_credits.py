@@ -56,7 +56,7 @@ from conformance.observe.timing import judge_timing
 from conformance.target.client import ApiClient, Recorder, parse_retry_after
 from conformance.target.clock import next_utc_midnight
 from conformance.target.profile import Profile
-from conformance.target.setup import IMAGES_PATH, SetupFailed, outcome_prompt
+from conformance.target.setup import SetupFailed, outcome_prompt
 
 #: Tries of the concurrency check: a fast IUT may finish a generation before the last
 #: submit of a burst arrives, so one burst that is all accepted is not yet a failure.
@@ -131,7 +131,7 @@ def _used_around(
     day, before = datetime.now(UTC).date(), credits_used_today(api, chain.role)
     sandbox = "" if outcome == "completed" else " with the sandbox fail prompt"
     response = chain.submit(api, endpoint, outcome_prompt(profile, outcome))
-    generation_id = accepted_id(response, f"POST {IMAGES_PATH}{sandbox}")
+    generation_id = accepted_id(api, response, f"the submit{sandbox}")
     wait_finished(endpoint, 1, profile)
 
     def settled(used: int) -> bool:
