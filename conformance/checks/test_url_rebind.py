@@ -110,7 +110,6 @@ class Exhausted:
     target: NamedTarget
     delivery_id: str
     record: dict[str, Any]
-    arrivals: int
 
 
 @pytest.fixture
@@ -126,7 +125,7 @@ def rebound(
     target = failing_name
     delivery_id, record = settle_exhausted(api, target.generation_id, target.url, arrived)
     target.move_to_canary()
-    return Exhausted(target, delivery_id, record, ATTEMPTS)
+    return Exhausted(target, delivery_id, record)
 
 
 @pytest.fixture
@@ -180,7 +179,7 @@ def test_rebind_redeliver_to_private_address_fetches_nothing(
     rebound: Exhausted, redelivered: httpx.Response, endpoint: Endpoint, canary: CanaryView
 ) -> None:
     """A redeliver refused for a now-private target connects nowhere: not there, not here."""
-    hits, arrived = canary.hits, len(endpoint.deliveries) - rebound.arrivals
+    hits, arrived = canary.hits, len(endpoint.deliveries) - ATTEMPTS
     assert not hits and not arrived, (
         f"REDLV-REBIND-02: expected nothing fetched by the redeliver ({describe(redelivered)}); "
         f"the private address saw {len(hits)} connections, the old address {arrived} deliveries"
